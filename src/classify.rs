@@ -1,0 +1,543 @@
+//! Classify: the rules of SPEC §3 for one operation. From its attempt tree, finds where one
+//! became many (retries, redeliveries, fan-out per hop), overlap, budget breaches and retry
+//! hygiene; then, once bursts across operations are known, picks the class by precedence
+//! and keeps everything else as findings.
+
+use serde::Serialize;
+
+use crate::config::Rules;
+use crate::group::{Parent, Tree};
+use crate::model::{Attempt, Millis};
+
+/// A retry that starts within this many ms of the previous attempt's end is back-to-back:
+/// less than any deliberate backoff, about one scheduler tick plus a local round trip.
+pub const BACK_TO_BACK_GAP_MS: Millis = 10.0;
+
+/// A failure this fast (ms) came back before any real work happened (a refused connection,
+/// an immediate 503): retrying it at once just hammers the dependency.
+pub const FAST_FAILURE_MS: Millis = 100.0;
+
+/// Slack (ms) for clocks and schedulers when checking that a retry waited out a server's
+/// `retry_after_ms` hint.
+pub const RETRY_AFTER_TOLERANCE_MS: Millis = 5.0;
+
+/// Longest a client should wait on a server's hint (ms). Waiting more means the hint was
+/// not clamped: one bad header can stall a caller for hours. One minute is the cap that
+/// common SDKs apply to Retry-After.
+pub const RETRY_AFTER_CLAMP_MS: Millis = 60_000.0;
+
+/// The class of an operation (SPEC §1), in SPEC's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    Healthy,
+    NestedRetry,
+    FanOut,
+    Redelivery,
+    Overlap,
+    SynchronizedBurst,
+    OverBudget,
+}
+
+impl Class {
+    pub const ALL: [Class; 7] = [
+        Class::Healthy,
+        Class::NestedRetry,
+        Class::FanOut,
+        Class::Redelivery,
+        Class::Overlap,
+        Class::SynchronizedBurst,
+        Class::OverBudget,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Healthy => "healthy",
+            Class::NestedRetry => "nested-retry",
+            Class::FanOut => "fan-out",
+            Class::Redelivery => "redelivery",
+            Class::Overlap => "overlap",
+            Class::SynchronizedBurst => "synchronized-burst",
+            Class::OverBudget => "over-budget",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Class> {
+        Class::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+/// Something that holds for an operation, at a hop where it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FindingKind {
+    Retries,
+    Redelivery,
+    FanOut,
+    Overlap,
+    Burst,
+    OverBudget,
+    RetryWithoutDelay,
+    RetryAfterNotHonoured,
+    RetryAfterNotClamped,
+    DuplicateEffect,
+    Unfinished,
+    Orphan,
+}
+
+impl FindingKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::Retries => "retries",
+            FindingKind::Redelivery => "redelivery",
+            FindingKind::FanOut => "fan-out",
+            FindingKind::Overlap => "overlap",
+            FindingKind::Burst => "burst",
+            FindingKind::OverBudget => "over-budget",
+            FindingKind::RetryWithoutDelay => "retry-without-delay",
+            FindingKind::RetryAfterNotHonoured => "retry-after-not-honoured",
+            FindingKind::RetryAfterNotClamped => "retry-after-not-clamped",
+            FindingKind::DuplicateEffect => "duplicate-effect",
+            FindingKind::Unfinished => "unfinished",
+            FindingKind::Orphan => "orphan",
+        }
+    }
+}
+
+/// A finding at a hop, rendered `kind@hop` (e.g. `retries@gateway`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub hop: u16,
+}
+
+/// What an attempt is within its line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Original,
+    Retry,
+    Redelivery,
+}
+
+/// What the rules found at one hop of one operation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HopFacts {
+    pub attempts: u32,
+    pub multiplies: bool,
+    pub retries: bool,
+    pub redelivers: bool,
+    pub fans_out: bool,
+    pub over_budget: bool,
+    pub overlap_ms: Millis,
+    pub retry_without_delay: bool,
+    pub retry_after_not_honoured: bool,
+    pub retry_after_not_clamped: bool,
+    pub duplicate_effects: u32,
+    pub unfinished: u32,
+    pub orphans: u32,
+}
+
+/// A retry's start, for the cross-operation burst rule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryStart {
+    pub hop: u16,
+    pub start_ms: Millis,
+    /// The backoff before it: the declared `delay_ms`, else the observed gap since the
+    /// previous attempt of its line ended.
+    pub delay_ms: Option<Millis>,
+}
+
+/// Everything the per-operation rules found, before bursts are known.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationFacts {
+    pub hops: Vec<HopFacts>,
+    pub first_multiplying_hop: Option<u16>,
+    pub roles: Vec<Role>,
+    pub retry_starts: Vec<RetryStart>,
+    pub first_start_ms: Millis,
+    pub last_finish_ms: Option<Millis>,
+    pub overlap_ms: Millis,
+}
+
+impl OperationFacts {
+    pub fn has_overlap(&self) -> bool {
+        self.overlap_ms > 0.0
+    }
+}
+
+/// Applies the per-operation rules to one operation's tree.
+pub fn operation_facts(
+    attempts: &[Attempt],
+    tree: &Tree,
+    rules: &Rules,
+    trace_end_ms: Millis,
+) -> OperationFacts {
+    let mut hops = vec![HopFacts::default(); rules.hops.len()];
+    let mut roles = vec![Role::Original; attempts.len()];
+    let mut retry_starts = Vec::new();
+
+    for a in attempts {
+        let h = &mut hops[a.hop as usize];
+        h.attempts += 1;
+        h.unfinished += u32::from(a.finish_ms.is_none());
+    }
+    for p in &tree.parent {
+        if let Parent::Orphan(i) = p {
+            hops[attempts[*i as usize].hop as usize].orphans += 1;
+        }
+    }
+
+    // Lines are sorted by (hop, parent, key): the lines of one parent are adjacent.
+    let mut group_start = 0;
+    while group_start < tree.lines.len() {
+        let first = &tree.lines[group_start];
+        let group_end = tree.lines[group_start..]
+            .iter()
+            .position(|l| l.hop != first.hop || l.parent != first.parent)
+            .map_or(tree.lines.len(), |n| group_start + n);
+        let group = &tree.lines[group_start..group_end];
+        let h = &mut hops[first.hop as usize];
+        let attempts_under_parent: usize = group.iter().map(|l| l.attempts.len()).sum();
+        if attempts_under_parent > 1 && !matches!(first.parent, Parent::Orphan(_)) {
+            h.multiplies = true;
+            h.fans_out |= group.len() > 1;
+        }
+        for line in group {
+            let budget = rules.budgets[line.hop as usize];
+            h.over_budget |= line.attempts.len() as u32 > budget;
+            let effects = line
+                .attempts
+                .iter()
+                .filter(|&&i| attempts[i as usize].effect)
+                .count() as u32;
+            h.duplicate_effects += effects.saturating_sub(1);
+            if line.attempts.len() < 2 {
+                continue;
+            }
+            let role = if line.is_delivery_line() {
+                h.redelivers = true;
+                Role::Redelivery
+            } else {
+                h.retries = true;
+                Role::Retry
+            };
+            for pair in line.attempts.windows(2) {
+                let (prev, this) = (&attempts[pair[0] as usize], &attempts[pair[1] as usize]);
+                roles[pair[1] as usize] = role;
+                let gap = prev.finish_ms.map(|f| this.start_ms - f);
+                retry_starts.push(RetryStart {
+                    hop: this.hop,
+                    start_ms: this.start_ms,
+                    delay_ms: this.delay_ms.or(gap.filter(|g| *g >= 0.0)),
+                });
+                let hygiene = retry_hygiene(prev, this);
+                h.retry_without_delay |= hygiene.without_delay;
+                h.retry_after_not_honoured |= hygiene.hint_not_honoured;
+                h.retry_after_not_clamped |= hygiene.hint_not_clamped;
+            }
+        }
+        group_start = group_end;
+    }
+
+    let mut overlap_ms: Millis = 0.0;
+    for (hop, h) in hops.iter_mut().enumerate() {
+        if h.attempts > 1 && !rules.overlap_allowed[hop] {
+            h.overlap_ms = hop_overlap_ms(attempts, hop as u16, rules, trace_end_ms);
+            overlap_ms = overlap_ms.max(h.overlap_ms);
+        }
+    }
+
+    OperationFacts {
+        first_multiplying_hop: hops.iter().position(|h| h.multiplies).map(|i| i as u16),
+        hops,
+        roles,
+        retry_starts,
+        first_start_ms: attempts
+            .iter()
+            .map(|a| a.start_ms)
+            .fold(Millis::INFINITY, Millis::min),
+        last_finish_ms: attempts
+            .iter()
+            .filter_map(|a| a.finish_ms)
+            .reduce(Millis::max),
+        overlap_ms,
+    }
+}
+
+struct Hygiene {
+    without_delay: bool,
+    hint_not_honoured: bool,
+    hint_not_clamped: bool,
+}
+
+/// Checks one retry against the attempt before it in its line.
+fn retry_hygiene(prev: &Attempt, this: &Attempt) -> Hygiene {
+    let failed_fast = prev.outcome.is_some_and(|o| !o.is_success())
+        && prev.duration_ms().is_some_and(|d| d < FAST_FAILURE_MS);
+    let gap = prev.finish_ms.map(|f| this.start_ms - f);
+    let back_to_back =
+        this.delay_ms == Some(0.0) || gap.is_some_and(|g| (0.0..BACK_TO_BACK_GAP_MS).contains(&g));
+    let (hint_not_honoured, hint_not_clamped) = match (prev.retry_after_ms, gap) {
+        (Some(hint), Some(gap)) => (
+            gap + RETRY_AFTER_TOLERANCE_MS < hint.min(RETRY_AFTER_CLAMP_MS),
+            hint > RETRY_AFTER_CLAMP_MS && gap > RETRY_AFTER_CLAMP_MS + RETRY_AFTER_TOLERANCE_MS,
+        ),
+        _ => (false, false),
+    };
+    Hygiene {
+        without_delay: failed_fast && back_to_back,
+        hint_not_honoured,
+        hint_not_clamped,
+    }
+}
+
+/// The longest time at `hop` during which two or more attempts of one line key were active
+/// (across parents: a caller's timeout and retry leave the first downstream attempt running).
+fn hop_overlap_ms(attempts: &[Attempt], hop: u16, rules: &Rules, trace_end_ms: Millis) -> Millis {
+    let mut by_key: Vec<(crate::group::LineKey, Millis, Millis)> = attempts
+        .iter()
+        .filter(|a| a.hop == hop)
+        .map(|a| {
+            (
+                crate::group::line_key(a, rules),
+                a.start_ms,
+                a.end_or(trace_end_ms),
+            )
+        })
+        .collect();
+    by_key.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)));
+    let mut longest: Millis = 0.0;
+    for group in by_key.chunk_by(|x, y| x.0 == y.0) {
+        longest = longest.max(time_with_two_active(group.iter().map(|&(_, s, e)| (s, e))));
+    }
+    longest
+}
+
+/// Total time during which at least two of the intervals are active. Touching intervals
+/// (one ends as the next starts) do not overlap.
+pub fn time_with_two_active(intervals: impl Iterator<Item = (Millis, Millis)>) -> Millis {
+    let mut edges: Vec<(Millis, i32)> = Vec::new();
+    for (s, e) in intervals {
+        if e > s {
+            edges.push((s, 1));
+            edges.push((e, -1));
+        }
+    }
+    // Ends before starts at the same instant.
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let (mut depth, mut total, mut since) = (0, 0.0, 0.0);
+    for (t, d) in edges {
+        if depth >= 2 {
+            total += t - since;
+        }
+        depth += d;
+        since = t;
+    }
+    total
+}
+
+/// SPEC §3 precedence. `in_burst`: one of the operation's retries lies in a burst.
+pub fn classify(facts: &OperationFacts, in_burst: bool) -> Class {
+    let Some(first) = facts.first_multiplying_hop else {
+        return Class::Healthy;
+    };
+    let at_first = &facts.hops[first as usize];
+    if at_first.retries {
+        let retrying_hops = facts.hops.iter().filter(|h| h.retries).count();
+        if retrying_hops >= 2 {
+            Class::NestedRetry
+        } else if facts.has_overlap() {
+            Class::Overlap
+        } else if in_burst {
+            Class::SynchronizedBurst
+        } else if facts.hops.iter().any(|h| h.over_budget) {
+            Class::OverBudget
+        } else if at_first.fans_out {
+            Class::FanOut
+        } else {
+            Class::Healthy
+        }
+    } else if at_first.redelivers {
+        Class::Redelivery
+    } else {
+        Class::FanOut
+    }
+}
+
+/// Every fact that holds for the operation, class-defining ones included, sorted.
+pub fn findings(facts: &OperationFacts, burst_hops: &[u16]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (hop, h) in facts.hops.iter().enumerate() {
+        let hop = hop as u16;
+        let mut add = |holds: bool, kind: FindingKind| {
+            if holds {
+                out.push(Finding { kind, hop });
+            }
+        };
+        add(h.retries, FindingKind::Retries);
+        add(h.redelivers, FindingKind::Redelivery);
+        add(h.fans_out, FindingKind::FanOut);
+        add(h.overlap_ms > 0.0, FindingKind::Overlap);
+        add(burst_hops.contains(&hop), FindingKind::Burst);
+        add(h.over_budget, FindingKind::OverBudget);
+        add(h.retry_without_delay, FindingKind::RetryWithoutDelay);
+        add(
+            h.retry_after_not_honoured,
+            FindingKind::RetryAfterNotHonoured,
+        );
+        add(h.retry_after_not_clamped, FindingKind::RetryAfterNotClamped);
+        add(h.duplicate_effects > 0, FindingKind::DuplicateEffect);
+        add(h.unfinished > 0, FindingKind::Unfinished);
+        add(h.orphans > 0, FindingKind::Orphan);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(hops: Vec<HopFacts>, overlap_ms: Millis) -> OperationFacts {
+        OperationFacts {
+            first_multiplying_hop: hops.iter().position(|h| h.multiplies).map(|i| i as u16),
+            hops,
+            roles: vec![],
+            retry_starts: vec![],
+            first_start_ms: 0.0,
+            last_finish_ms: None,
+            overlap_ms,
+        }
+    }
+
+    fn hop(
+        multiplies: bool,
+        retries: bool,
+        redelivers: bool,
+        fans_out: bool,
+        over_budget: bool,
+    ) -> HopFacts {
+        HopFacts {
+            attempts: 1,
+            multiplies,
+            retries,
+            redelivers,
+            fans_out,
+            over_budget,
+            ..HopFacts::default()
+        }
+    }
+
+    #[test]
+    fn class_precedence_follows_spec_section_3() {
+        let none = hop(false, false, false, false, false);
+        let retry = hop(true, true, false, false, false);
+        let retry_fan = hop(true, true, false, true, false);
+        let retry_over = hop(true, true, false, false, true);
+        let redeliver = hop(true, false, true, false, false);
+        let fan = hop(true, false, false, true, false);
+        let table: Vec<(Vec<HopFacts>, Millis, bool, Class)> = vec![
+            (vec![none.clone(), none.clone()], 0.0, false, Class::Healthy),
+            (
+                vec![retry.clone(), none.clone()],
+                0.0,
+                false,
+                Class::Healthy,
+            ),
+            (
+                vec![retry.clone(), retry.clone()],
+                100.0,
+                true,
+                Class::NestedRetry,
+            ),
+            (
+                vec![retry.clone(), none.clone()],
+                100.0,
+                true,
+                Class::Overlap,
+            ),
+            (
+                vec![retry.clone(), none.clone()],
+                0.0,
+                true,
+                Class::SynchronizedBurst,
+            ),
+            (
+                vec![retry_over.clone(), none.clone()],
+                0.0,
+                false,
+                Class::OverBudget,
+            ),
+            (
+                vec![none.clone(), retry_over.clone()],
+                0.0,
+                false,
+                Class::OverBudget,
+            ),
+            (
+                vec![retry_fan.clone(), none.clone()],
+                0.0,
+                false,
+                Class::FanOut,
+            ),
+            (
+                vec![redeliver.clone(), retry.clone()],
+                0.0,
+                false,
+                Class::Redelivery,
+            ),
+            (vec![fan.clone(), retry.clone()], 50.0, true, Class::FanOut),
+            (
+                vec![none.clone(), redeliver.clone()],
+                0.0,
+                false,
+                Class::Redelivery,
+            ),
+        ];
+        for (i, (hops, overlap, burst, expected)) in table.into_iter().enumerate() {
+            assert_eq!(classify(&facts(hops, overlap), burst), expected, "row {i}");
+        }
+    }
+
+    #[test]
+    fn overlap_counts_only_time_with_two_active() {
+        assert_eq!(
+            time_with_two_active([(0.0, 1400.0), (850.0, 2250.0)].into_iter()),
+            550.0
+        );
+        assert_eq!(
+            time_with_two_active([(0.0, 100.0), (100.0, 200.0)].into_iter()),
+            0.0
+        );
+        assert_eq!(
+            time_with_two_active([(0.0, 100.0), (10.0, 20.0), (50.0, 60.0)].into_iter()),
+            20.0
+        );
+    }
+
+    fn timed(start: f64, finish: f64, outcome: Option<crate::model::Outcome>) -> Attempt {
+        let mut a = crate::group::tests_support::attempt(0, start, finish);
+        a.outcome = outcome;
+        a
+    }
+
+    #[test]
+    fn flags_back_to_back_retries_after_fast_failures_only() {
+        use crate::model::Outcome::Http;
+        let fast_fail = timed(0.0, 20.0, Some(Http(503)));
+        assert!(retry_hygiene(&fast_fail, &timed(22.0, 40.0, None)).without_delay);
+        assert!(!retry_hygiene(&fast_fail, &timed(220.0, 240.0, None)).without_delay);
+        let slow_fail = timed(0.0, 1000.0, Some(crate::model::Outcome::Timeout));
+        assert!(!retry_hygiene(&slow_fail, &timed(1001.0, 1040.0, None)).without_delay);
+    }
+
+    #[test]
+    fn flags_retry_after_hints_not_honoured_or_not_clamped() {
+        let mut hinted = timed(0.0, 20.0, Some(crate::model::Outcome::Http(429)));
+        hinted.retry_after_ms = Some(1000.0);
+        let early = retry_hygiene(&hinted, &timed(500.0, 520.0, None));
+        assert!(early.hint_not_honoured && !early.hint_not_clamped);
+        assert!(!retry_hygiene(&hinted, &timed(1020.0, 1040.0, None)).hint_not_honoured);
+        hinted.retry_after_ms = Some(3_600_000.0);
+        let waited_an_hour = retry_hygiene(&hinted, &timed(3_600_020.0, 3_600_040.0, None));
+        assert!(waited_an_hour.hint_not_clamped && !waited_an_hour.hint_not_honoured);
+    }
+}

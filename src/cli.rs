@@ -1,0 +1,114 @@
+//! The command line as clap sees it. `main.rs` turns it into a validated config; nothing
+//! else uses these types.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "attempt-funnel",
+    version,
+    about = "Finds the retry storms hidden in attempt logs: for every logical operation, the first hop where one request became many, and why.",
+    after_help = "Exit codes: 0 analysed and no threshold breached, 1 a threshold breached, 2 usage, I/O or input error."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Classify every operation in attempt logs and print the summary.
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InputArgs {
+    /// Input files of attempt events (JSON Lines or logfmt, detected per file). With none,
+    /// or with '-', events are read from standard input.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Line format of the inputs. 'auto' looks at each file's first line.
+    #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
+    pub input_format: InputFormatArg,
+
+    /// Stop at the first bad input line instead of reporting it and going on.
+    #[arg(long, conflicts_with = "skip_invalid")]
+    pub strict: bool,
+
+    /// Report only the number of bad input lines and keep the analysis exit code, instead of
+    /// exiting 2.
+    #[arg(long)]
+    pub skip_invalid: bool,
+
+    /// Hop order, upstream first. Events at a hop not listed are input errors.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "caller,gateway,consumer,dependency"
+    )]
+    pub hops: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
+
+    /// Write the report to FILE instead of standard output ('-' is standard output).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Attempt budget of a hop: the most attempts allowed per line, as HOP=N. Repeatable.
+    /// Default: 3 for every hop (one original and two retries).
+    #[arg(long, value_name = "HOP=N")]
+    pub budget: Vec<String>,
+
+    /// Widest time window, in milliseconds, that can hold a synchronized retry burst.
+    #[arg(long, value_name = "MS", default_value_t = crate::config::DEFAULT_BURST_WINDOW_MS)]
+    pub burst_window: f64,
+
+    /// Fewest distinct operations whose retries fall in one window to make a burst.
+    #[arg(long, value_name = "N", default_value_t = crate::config::DEFAULT_BURST_MIN_OPS)]
+    pub burst_min_ops: usize,
+
+    /// How many of the worst operations the summary lists with their funnels.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum InputFormatArg {
+    Auto,
+    Jsonl,
+    Logfmt,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    /// A terminal summary.
+    Table,
+    /// The summary as one JSON document with a schema_version.
+    Json,
+    /// One JSON object per operation.
+    Jsonl,
+    /// One CSV row per operation.
+    Csv,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+}

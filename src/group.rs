@@ -1,0 +1,243 @@
+//! Group: rebuilds one operation's attempt tree. Links every attempt to the upstream
+//! attempt that caused it and splits the attempts under each parent into lines (SPEC §3).
+
+use crate::config::Rules;
+use crate::model::{Attempt, Millis, Sym};
+
+/// What caused an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Parent {
+    /// An attempt at the first hop present: caused by the logical request itself.
+    Request,
+    /// The index of the upstream attempt.
+    Attempt(u32),
+    /// No upstream attempt could be found (it started before every upstream attempt).
+    /// Each orphan stands alone, so orphans never count as multiplication.
+    Orphan(u32),
+}
+
+/// What the attempts of a line address: one message on a queue hop, one target elsewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LineKey {
+    Message(Sym),
+    /// `None`: no target given; all such attempts are one target.
+    Target(Option<Sym>),
+}
+
+/// Attempts at one hop, under one parent, addressing one thing, in start order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub hop: u16,
+    pub parent: Parent,
+    pub key: LineKey,
+    /// Attempt indexes; the first is the original, the rest are retries or redeliveries.
+    pub attempts: Vec<u32>,
+}
+
+impl Line {
+    /// Repeats keyed by message ID on a queue hop are redeliveries, not retries.
+    pub fn is_delivery_line(&self) -> bool {
+        matches!(self.key, LineKey::Message(_))
+    }
+}
+
+/// One operation's attempt tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tree {
+    pub parent: Vec<Parent>,
+    /// Lines in canonical order: by hop, then parent, then key.
+    pub lines: Vec<Line>,
+    /// The line of each attempt.
+    pub line_of: Vec<u32>,
+}
+
+/// Builds the tree of one operation. `attempts` is in canonical order (hop, then start).
+pub fn build_tree(attempts: &[Attempt], rules: &Rules, trace_end_ms: Millis) -> Tree {
+    let parent = link_parents(attempts, trace_end_ms);
+    let mut keyed: Vec<(u16, Parent, LineKey, u32)> = attempts
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (a.hop, parent[i], line_key(a, rules), i as u32))
+        .collect();
+    // Attempt indexes already follow start order within a hop, so sorting by (hop, parent,
+    // key, index) lists each line's attempts in start order.
+    keyed.sort_unstable();
+    let mut lines: Vec<Line> = Vec::new();
+    let mut line_of = vec![0u32; attempts.len()];
+    for (hop, parent, key, index) in keyed {
+        match lines.last_mut() {
+            Some(line) if line.hop == hop && line.parent == parent && line.key == key => {
+                line.attempts.push(index)
+            }
+            _ => lines.push(Line {
+                hop,
+                parent,
+                key,
+                attempts: vec![index],
+            }),
+        }
+        line_of[index as usize] = (lines.len() - 1) as u32;
+    }
+    Tree {
+        parent,
+        lines,
+        line_of,
+    }
+}
+
+pub fn line_key(a: &Attempt, rules: &Rules) -> LineKey {
+    match a.message_id {
+        Some(m) if rules.queue_hops[a.hop as usize] => LineKey::Message(m),
+        _ => LineKey::Target(a.target),
+    }
+}
+
+/// SPEC §3 parent rule: `parent_id` → `span_id`; else the latest upstream attempt whose
+/// interval contains this attempt's start; else the latest upstream attempt that started
+/// before it. Upstream means the nearest hop before this one that has attempts.
+fn link_parents(attempts: &[Attempt], trace_end_ms: Millis) -> Vec<Parent> {
+    let Some(first_hop) = attempts.first().map(|a| a.hop) else {
+        return Vec::new();
+    };
+    // Start index of each hop's run of attempts (attempts are sorted by hop).
+    let mut hop_ranges: Vec<(u16, std::ops::Range<usize>)> = Vec::new();
+    for (i, a) in attempts.iter().enumerate() {
+        match hop_ranges.last_mut() {
+            Some((hop, range)) if *hop == a.hop => range.end = i + 1,
+            _ => hop_ranges.push((a.hop, i..i + 1)),
+        }
+    }
+    let mut parents = Vec::with_capacity(attempts.len());
+    for (h, (hop, range)) in hop_ranges.iter().enumerate() {
+        for i in range.clone() {
+            let a = &attempts[i];
+            if *hop == first_hop {
+                parents.push(Parent::Request);
+                continue;
+            }
+            let by_span = a.parent_id.and_then(|p| {
+                attempts
+                    .iter()
+                    .position(|u| u.hop < a.hop && u.span_id == Some(p))
+            });
+            let parent = match by_span {
+                Some(u) => Parent::Attempt(u as u32),
+                None => by_time(
+                    attempts,
+                    hop_ranges[h - 1].1.clone(),
+                    a.start_ms,
+                    trace_end_ms,
+                )
+                .map_or(Parent::Orphan(i as u32), |u| Parent::Attempt(u as u32)),
+            };
+            parents.push(parent);
+        }
+    }
+    parents
+}
+
+fn by_time(
+    attempts: &[Attempt],
+    upstream: std::ops::Range<usize>,
+    start_ms: Millis,
+    trace_end_ms: Millis,
+) -> Option<usize> {
+    let candidates = &attempts[upstream.clone()];
+    // Upstream attempts are sorted by start: those started at or before `start_ms` are a prefix.
+    let started = candidates.partition_point(|u| u.start_ms <= start_ms);
+    if started == 0 {
+        return None;
+    }
+    let containing = (0..started)
+        .rev()
+        .find(|&k| candidates[k].end_or(trace_end_ms) >= start_ms);
+    Some(upstream.start + containing.unwrap_or(started - 1))
+}
+
+#[cfg(test)]
+pub mod tests_support {
+    use crate::model::{Attempt, SourceRef};
+
+    pub fn attempt(hop: u16, start: f64, finish: f64) -> Attempt {
+        Attempt {
+            source: SourceRef { file: 0, line: 0 },
+            hop,
+            attempt: None,
+            start_ms: start,
+            finish_ms: Some(finish),
+            start_inferred: false,
+            outcome: None,
+            target: None,
+            message_id: None,
+            delivery: None,
+            span_id: None,
+            parent_id: None,
+            delay_ms: None,
+            retry_after_ms: None,
+            effect: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::attempt;
+    use super::*;
+    use crate::config::HopOrder;
+
+    fn rules() -> Rules {
+        Rules::new(HopOrder::default())
+    }
+
+    #[test]
+    fn links_by_span_then_containment_then_latest_earlier() {
+        let mut a = vec![
+            attempt(0, 0.0, 100.0),   // 0 caller #1
+            attempt(0, 200.0, 300.0), // 1 caller #2
+            attempt(3, 10.0, 20.0),   // 2 inside caller #1
+            attempt(3, 150.0, 160.0), // 3 between: latest earlier = caller #1
+            attempt(3, 250.0, 260.0), // 4 explicit parent: caller #1 despite containment
+        ];
+        a[0].span_id = Some(7);
+        a[4].parent_id = Some(7);
+        let tree = build_tree(&a, &rules(), 1000.0);
+        assert_eq!(
+            tree.parent,
+            vec![
+                Parent::Request,
+                Parent::Request,
+                Parent::Attempt(0),
+                Parent::Attempt(0),
+                Parent::Attempt(0)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_downstream_attempt_before_any_upstream_one_is_an_orphan() {
+        let a = vec![attempt(0, 100.0, 200.0), attempt(3, 50.0, 60.0)];
+        let tree = build_tree(&a, &rules(), 1000.0);
+        assert_eq!(tree.parent[1], Parent::Orphan(1));
+    }
+
+    #[test]
+    fn lines_split_by_target_elsewhere_and_by_message_on_the_consumer_hop() {
+        let mut a = vec![
+            attempt(0, 0.0, 1000.0),
+            attempt(2, 10.0, 20.0),
+            attempt(2, 30.0, 40.0),
+            attempt(3, 12.0, 18.0),
+            attempt(3, 13.0, 19.0),
+        ];
+        a[1].message_id = Some(1);
+        a[2].message_id = Some(1);
+        a[3].target = Some(5);
+        a[4].target = Some(6);
+        let tree = build_tree(&a, &rules(), 1000.0);
+        let consumer: Vec<_> = tree.lines.iter().filter(|l| l.hop == 2).collect();
+        assert_eq!(consumer.len(), 1);
+        assert!(consumer[0].is_delivery_line());
+        assert_eq!(consumer[0].attempts, vec![1, 2]);
+        assert_eq!(tree.lines.iter().filter(|l| l.hop == 3).count(), 2);
+    }
+}

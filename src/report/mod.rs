@@ -1,0 +1,32 @@
+//! Report: renders the computed summary (or the per-operation rows) in the chosen format.
+//! Every renderer takes the same computed values and returns bytes; where they go (a file
+//! or stdout) is decided once, in `main`.
+
+mod layout;
+mod rows;
+mod table;
+
+use crate::analysis::Analysis;
+use crate::config::{OutputFormat, Rules};
+use crate::summary::Summary;
+
+pub use rows::records;
+
+/// Renders the report of an analysis.
+pub fn render(
+    format: OutputFormat,
+    summary: &Summary,
+    analysis: &Analysis,
+    rules: &Rules,
+) -> anyhow::Result<Vec<u8>> {
+    Ok(match format {
+        OutputFormat::Table => table::render(summary).into_bytes(),
+        OutputFormat::Json => {
+            let mut out = serde_json::to_vec_pretty(summary)?;
+            out.push(b'\n');
+            out
+        }
+        OutputFormat::Jsonl => rows::jsonl(analysis, &rules.hops)?,
+        OutputFormat::Csv => rows::csv(analysis, &rules.hops)?,
+    })
+}

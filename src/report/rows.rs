@@ -1,0 +1,100 @@
+//! Per-operation formats: JSON Lines (one object per operation) and CSV (via polars, with
+//! one `<hop>_attempts` column per hop, like the usual jq funnel one-liner).
+
+use polars::prelude::*;
+
+use crate::analysis::Analysis;
+use crate::config::HopOrder;
+use crate::summary::OperationRecord;
+
+pub fn records<'a>(
+    analysis: &'a Analysis,
+    hops: &'a HopOrder,
+) -> impl Iterator<Item = OperationRecord> + 'a {
+    analysis
+        .operations
+        .iter()
+        .map(move |o| OperationRecord::new(o, hops))
+}
+
+pub fn jsonl(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for record in records(analysis, hops) {
+        serde_json::to_writer(&mut out, &record)?;
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// The per-operation table as a polars frame (CSV and Parquet write this).
+pub fn operation_frame(analysis: &Analysis, hops: &HopOrder) -> PolarsResult<DataFrame> {
+    let ops = &analysis.operations;
+    let mut columns = vec![
+        Column::new(
+            "test_run_id".into(),
+            ops.iter()
+                .map(|o| o.key.test_run_id.as_deref())
+                .collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "operation_id".into(),
+            ops.iter().map(|o| &*o.key.operation_id).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "class".into(),
+            ops.iter().map(|o| o.class.name()).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "first_multiplying_hop".into(),
+            ops.iter()
+                .map(|o| o.first_multiplying_hop.map(|h| hops.name(h)))
+                .collect::<Vec<_>>(),
+        ),
+    ];
+    for (h, name) in hops.names().iter().enumerate() {
+        columns.push(Column::new(
+            format!("{name}_attempts").into(),
+            ops.iter().map(|o| o.funnel[h]).collect::<Vec<u32>>(),
+        ));
+    }
+    columns.extend([
+        Column::new(
+            "total_attempts".into(),
+            ops.iter().map(|o| o.total_attempts()).collect::<Vec<u64>>(),
+        ),
+        Column::new(
+            "findings".into(),
+            ops.iter()
+                .map(|o| {
+                    o.findings
+                        .iter()
+                        .map(|f| format!("{}@{}", f.kind.name(), hops.name(f.hop)))
+                        .collect::<Vec<_>>()
+                        .join(";")
+                })
+                .collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "first_start_ms".into(),
+            ops.iter().map(|o| o.first_start_ms).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "last_finish_ms".into(),
+            ops.iter().map(|o| o.last_finish_ms).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "overlap_ms".into(),
+            ops.iter().map(|o| o.overlap_ms).collect::<Vec<_>>(),
+        ),
+    ]);
+    DataFrame::new_infer_height(columns)
+}
+
+pub fn csv(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
+    let mut frame = operation_frame(analysis, hops)?;
+    let mut out = Vec::new();
+    CsvWriter::new(&mut out)
+        .include_header(true)
+        .finish(&mut frame)?;
+    Ok(out)
+}

@@ -1,0 +1,35 @@
+//! The terminal report: the shared layout drawn with comfy-table.
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{CellAlignment, Table};
+
+use super::layout::{headline, sections};
+use crate::summary::Summary;
+
+pub fn render(summary: &Summary) -> String {
+    let mut out = format!("attempt-funnel — {}\n", headline(summary));
+    for section in sections(summary) {
+        out.push_str(&format!("\n{}\n", section.title));
+        if !section.headers.is_empty() {
+            let mut table = Table::new();
+            table
+                .load_preset(UTF8_FULL_CONDENSED)
+                .set_header(&section.headers);
+            for row in &section.rows {
+                table.add_row(row);
+            }
+            for (i, numeric) in section.numeric.iter().enumerate() {
+                if let (true, Some(column)) = (*numeric, table.column_mut(i)) {
+                    column.set_cell_alignment(CellAlignment::Right);
+                }
+            }
+            out.push_str(&table.to_string());
+            out.push('\n');
+        }
+        for note in &section.notes {
+            out.push_str(note);
+            out.push('\n');
+        }
+    }
+    out
+}

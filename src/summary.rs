@@ -1,0 +1,483 @@
+//! The summary: every number any report prints, computed here once. Per-hop aggregates
+//! (attempts, amplification, originals vs retries, retry success, latency percentiles) are
+//! computed by polars over the attempt table; every output format renders this struct.
+
+use polars::prelude::*;
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+use crate::analysis::{Analysis, OperationResult};
+use crate::burst::Burst;
+use crate::classify::{Class, Role};
+use crate::config::{HopOrder, Rules};
+use crate::model::{Millis, OperationKey};
+
+/// Version of the JSON summary and per-operation row schema; bumped on any breaking change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Operation IDs listed per burst before the rest are only counted.
+pub const BURST_OPERATIONS_LISTED: usize = 10;
+
+/// The summary of an analysis (`--format json` serializes exactly this).
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Version of this schema.
+    pub schema_version: u32,
+    /// What was read.
+    pub input: InputStats,
+    /// Logical operations: distinct (test_run_id, operation_id).
+    pub operations: u64,
+    /// Attempts at all hops.
+    pub attempts: u64,
+    /// Per hop, in hop order.
+    pub hops: Vec<HopSummary>,
+    /// Every class, in SPEC order, with its count and share of operations.
+    pub classes: Vec<ClassShare>,
+    /// Operations per finding (`kind@hop`), most frequent first.
+    pub findings: Vec<FindingCount>,
+    /// Overlapping attempts.
+    pub overlap: OverlapSummary,
+    /// Synchronized retry bursts.
+    pub bursts: BurstSummary,
+    /// Attempts without a finish: still in flight when the trace ended.
+    pub unfinished_attempts: u64,
+    /// Attempts whose upstream parent could not be found.
+    pub orphan_attempts: u64,
+    /// Side effects committed more than once in one line (each extra one counts).
+    pub duplicate_effects: u64,
+    /// The operations with the most attempts, worst first.
+    pub worst_operations: Vec<OperationRecord>,
+}
+
+/// What was read.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputStats {
+    /// Inputs, in the order given.
+    pub files: Vec<String>,
+    /// Non-blank lines read.
+    pub lines: u64,
+    /// Valid events (lines that passed validation).
+    pub events: u64,
+    /// Exact duplicate events, counted once.
+    pub duplicate_events: u64,
+    /// Bad lines and events that could not become attempts.
+    pub bad_lines: u64,
+}
+
+/// Aggregates of one hop.
+#[derive(Debug, Clone, Serialize)]
+pub struct HopSummary {
+    pub hop: String,
+    /// Attempts at this hop.
+    pub attempts: u64,
+    /// Attempts ÷ logical operations.
+    pub amplification: f64,
+    /// First attempts of their line.
+    pub originals: u64,
+    /// Repeats within a line keyed by target.
+    pub retries: u64,
+    /// Repeats within a line keyed by message ID on a queue hop.
+    pub redeliveries: u64,
+    /// (retries + redeliveries) ÷ originals; null without originals.
+    pub retry_ratio: Option<f64>,
+    /// Share of retries and redeliveries with a known outcome that succeeded; null if none.
+    pub retry_success_rate: Option<f64>,
+    /// Attempt latency of finished attempts, in ms.
+    pub latency_ms: Latency,
+    /// Operations whose first multiplying hop is this one.
+    pub first_multiplying: u64,
+    /// Attempts budget of this hop (attempts per line).
+    pub budget: u32,
+    pub unfinished: u64,
+    pub orphans: u64,
+}
+
+/// Latency percentiles; null where the hop has no finished attempt.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Latency {
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ClassShare {
+    pub class: Class,
+    pub operations: u64,
+    /// operations ÷ all operations (0 when there are none).
+    pub share: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FindingCount {
+    pub finding: String,
+    pub operations: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OverlapSummary {
+    /// Operations with overlap.
+    pub operations: u64,
+    /// Sum of the operations' overlap_ms.
+    pub total_ms: f64,
+    /// Largest overlap_ms of one operation.
+    pub max_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BurstSummary {
+    pub count: u64,
+    /// Distinct operations with a retry in some burst.
+    pub operations: u64,
+    /// Median time between the starts of consecutive bursts at one hop, when they repeat.
+    pub median_interval_ms: Option<f64>,
+    pub list: Vec<BurstReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BurstReport {
+    pub hop: String,
+    pub start_ms: f64,
+    pub width_ms: f64,
+    pub retries: u64,
+    pub operations: u64,
+    /// Retries the neighbouring windows' rate predicts for one window.
+    pub expected_retries: f64,
+    pub p_value: f64,
+    /// Smallest and largest backoff before the burst's retries: equal means no jitter.
+    pub delay_min_ms: Option<f64>,
+    pub delay_max_ms: Option<f64>,
+    /// Time since the previous burst at the same hop.
+    pub since_previous_ms: Option<f64>,
+    /// The first operation IDs (`run/op` where a test run is set), sorted.
+    pub operation_ids: Vec<String>,
+}
+
+/// One operation as every per-operation format writes it (SPEC §4).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OperationRecord {
+    pub test_run_id: Option<String>,
+    pub operation_id: String,
+    pub class: Class,
+    /// Null where no hop multiplied.
+    pub first_multiplying_hop: Option<String>,
+    /// Attempts per hop, in hop order (hops with none are left out).
+    pub attempts: Funnel,
+    pub total_attempts: u64,
+    /// `kind@hop`, sorted.
+    pub findings: Vec<String>,
+    pub first_start_ms: f64,
+    /// Null when no attempt finished.
+    pub last_finish_ms: Option<f64>,
+    pub overlap_ms: f64,
+}
+
+/// Attempts per hop, serialized as a JSON object in hop order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Funnel(pub Vec<(String, u64)>);
+
+impl Serialize for Funnel {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (hop, n) in &self.0 {
+            map.serialize_entry(hop, n)?;
+        }
+        map.end()
+    }
+}
+
+impl OperationRecord {
+    pub fn new(op: &OperationResult, hops: &HopOrder) -> OperationRecord {
+        OperationRecord {
+            test_run_id: op.key.test_run_id.as_deref().map(str::to_string),
+            operation_id: op.key.operation_id.to_string(),
+            class: op.class,
+            first_multiplying_hop: op.first_multiplying_hop.map(|h| hops.name(h).to_string()),
+            attempts: Funnel(
+                op.funnel
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &n)| n > 0)
+                    .map(|(h, &n)| (hops.name(h as u16).to_string(), u64::from(n)))
+                    .collect(),
+            ),
+            total_attempts: op.total_attempts(),
+            findings: op
+                .findings
+                .iter()
+                .map(|f| format!("{}@{}", f.kind.name(), hops.name(f.hop)))
+                .collect(),
+            first_start_ms: op.first_start_ms,
+            last_finish_ms: op.last_finish_ms,
+            overlap_ms: op.overlap_ms,
+        }
+    }
+
+    /// `run/op`, or `op` alone without a test run.
+    pub fn display_id(&self) -> String {
+        display_key(self.test_run_id.as_deref(), &self.operation_id)
+    }
+}
+
+fn display_key(run: Option<&str>, op: &str) -> String {
+    match run {
+        Some(run) => format!("{run}/{op}"),
+        None => op.to_string(),
+    }
+}
+
+pub fn display_operation_key(key: &OperationKey) -> String {
+    display_key(key.test_run_id.as_deref(), &key.operation_id)
+}
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// Computes the summary. `top`: how many worst operations to list.
+pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Result<Summary> {
+    let hops = &rules.hops;
+    let operations = analysis.operations.len() as u64;
+    let per_hop = hop_aggregates(analysis, rules)?;
+
+    let mut first_multiplying = vec![0u64; hops.len()];
+    let mut class_counts = [0u64; Class::ALL.len()];
+    let mut finding_counts: std::collections::BTreeMap<crate::classify::Finding, u64> =
+        Default::default();
+    let mut overlap = OverlapSummary {
+        operations: 0,
+        total_ms: 0.0,
+        max_ms: 0.0,
+    };
+    for op in &analysis.operations {
+        if let Some(h) = op.first_multiplying_hop {
+            first_multiplying[h as usize] += 1;
+        }
+        class_counts[Class::ALL.iter().position(|&c| c == op.class).unwrap_or(0)] += 1;
+        for f in &op.findings {
+            *finding_counts.entry(*f).or_default() += 1;
+        }
+        if op.overlap_ms > 0.0 {
+            overlap.operations += 1;
+            overlap.total_ms += op.overlap_ms;
+            overlap.max_ms = overlap.max_ms.max(op.overlap_ms);
+        }
+    }
+    let mut findings: Vec<FindingCount> = finding_counts
+        .into_iter()
+        .map(|(f, n)| FindingCount {
+            finding: format!("{}@{}", f.kind.name(), hops.name(f.hop)),
+            operations: n,
+        })
+        .collect();
+    findings.sort_by(|a, b| {
+        b.operations
+            .cmp(&a.operations)
+            .then(a.finding.cmp(&b.finding))
+    });
+
+    let hop_summaries: Vec<HopSummary> = per_hop
+        .into_iter()
+        .enumerate()
+        .map(|(h, agg)| HopSummary {
+            hop: hops.name(h as u16).to_string(),
+            amplification: share(agg.attempts, operations),
+            retry_ratio: (agg.originals > 0)
+                .then(|| (agg.retries + agg.redeliveries) as f64 / agg.originals as f64),
+            first_multiplying: first_multiplying[h],
+            budget: rules.budgets[h],
+            unfinished: analysis.unfinished_per_hop[h],
+            orphans: analysis.orphans_per_hop[h],
+            attempts: agg.attempts,
+            originals: agg.originals,
+            retries: agg.retries,
+            redeliveries: agg.redeliveries,
+            retry_success_rate: agg.retry_success_rate,
+            latency_ms: agg.latency,
+        })
+        .collect();
+
+    let mut worst: Vec<&OperationResult> = analysis.operations.iter().collect();
+    worst.sort_by(|a, b| {
+        b.total_attempts()
+            .cmp(&a.total_attempts())
+            .then(b.overlap_ms.total_cmp(&a.overlap_ms))
+            .then(a.key.cmp(&b.key))
+    });
+    worst.truncate(top);
+
+    Ok(Summary {
+        schema_version: SCHEMA_VERSION,
+        input: InputStats {
+            files: analysis.files.clone(),
+            lines: analysis.lines_read,
+            events: analysis.events,
+            duplicate_events: analysis.duplicate_events,
+            bad_lines: analysis.issues.len() as u64,
+        },
+        operations,
+        attempts: analysis.attempts.hop.len() as u64,
+        unfinished_attempts: hop_summaries.iter().map(|h| h.unfinished).sum(),
+        orphan_attempts: hop_summaries.iter().map(|h| h.orphans).sum(),
+        duplicate_effects: analysis.duplicate_effects,
+        hops: hop_summaries,
+        classes: Class::ALL
+            .iter()
+            .zip(class_counts)
+            .map(|(&class, n)| ClassShare {
+                class,
+                operations: n,
+                share: share(n, operations),
+            })
+            .collect(),
+        findings,
+        overlap,
+        bursts: burst_summary(&analysis.bursts, &analysis.burst_operations, hops),
+        worst_operations: worst
+            .into_iter()
+            .map(|o| OperationRecord::new(o, hops))
+            .collect(),
+    })
+}
+
+struct HopAggregate {
+    attempts: u64,
+    originals: u64,
+    retries: u64,
+    redeliveries: u64,
+    retry_success_rate: Option<f64>,
+    latency: Latency,
+}
+
+const ROLE_ORIGINAL: u32 = 0;
+const ROLE_RETRY: u32 = 1;
+const ROLE_REDELIVERY: u32 = 2;
+
+/// The attempt table as a polars frame: one row per attempt.
+pub fn attempt_frame(analysis: &Analysis) -> PolarsResult<DataFrame> {
+    let a = &analysis.attempts;
+    let role: Vec<u32> = a
+        .role
+        .iter()
+        .map(|r| match r {
+            Role::Original => ROLE_ORIGINAL,
+            Role::Retry => ROLE_RETRY,
+            Role::Redelivery => ROLE_REDELIVERY,
+        })
+        .collect();
+    DataFrame::new_infer_height(vec![
+        Column::new("hop".into(), &a.hop),
+        Column::new("duration_ms".into(), &a.duration_ms),
+        Column::new("role".into(), role),
+        Column::new("success".into(), &a.success),
+    ])
+}
+
+fn hop_aggregates(analysis: &Analysis, rules: &Rules) -> anyhow::Result<Vec<HopAggregate>> {
+    let frame = attempt_frame(analysis)?;
+    let mut out: Vec<HopAggregate> = (0..rules.hops.len())
+        .map(|_| HopAggregate {
+            attempts: 0,
+            originals: 0,
+            retries: 0,
+            redeliveries: 0,
+            retry_success_rate: None,
+            latency: Latency {
+                p50: None,
+                p95: None,
+                p99: None,
+            },
+        })
+        .collect();
+    if frame.height() == 0 {
+        return Ok(out);
+    }
+    for part in frame.partition_by_stable(["hop"], true)? {
+        let hop = part.column("hop")?.u32()?.get(0).unwrap_or(0) as usize;
+        let role = part.column("role")?.u32()?;
+        let is_repeat = role.not_equal(ROLE_ORIGINAL);
+        let success = part.column("success")?.bool()?;
+        let repeat_outcomes = success.filter(&is_repeat)?;
+        let known = (repeat_outcomes.len() - repeat_outcomes.null_count()) as u64;
+        let succeeded = repeat_outcomes.sum().unwrap_or(0) as u64;
+        let durations = part.column("duration_ms")?.f64()?;
+        let q = |p: f64| durations.quantile(p, QuantileMethod::Linear);
+        out[hop] = HopAggregate {
+            attempts: part.height() as u64,
+            originals: role.equal(ROLE_ORIGINAL).sum().unwrap_or(0) as u64,
+            retries: role.equal(ROLE_RETRY).sum().unwrap_or(0) as u64,
+            redeliveries: role.equal(ROLE_REDELIVERY).sum().unwrap_or(0) as u64,
+            retry_success_rate: (known > 0).then(|| succeeded as f64 / known as f64),
+            latency: Latency {
+                p50: q(0.50)?,
+                p95: q(0.95)?,
+                p99: q(0.99)?,
+            },
+        };
+    }
+    Ok(out)
+}
+
+fn burst_summary(
+    bursts: &[Burst],
+    operations: &[Vec<OperationKey>],
+    hops: &HopOrder,
+) -> BurstSummary {
+    let mut order: Vec<usize> = (0..bursts.len()).collect();
+    order.sort_by(|&a, &b| {
+        bursts[a]
+            .hop
+            .cmp(&bursts[b].hop)
+            .then(bursts[a].start_ms.total_cmp(&bursts[b].start_ms))
+    });
+    let mut list = Vec::with_capacity(bursts.len());
+    let mut intervals: Vec<Millis> = Vec::new();
+    let mut previous: Option<&Burst> = None;
+    for i in order {
+        let b = &bursts[i];
+        let since_previous_ms = previous
+            .filter(|p| p.hop == b.hop)
+            .map(|p| b.start_ms - p.start_ms);
+        intervals.extend(since_previous_ms);
+        list.push(BurstReport {
+            hop: hops.name(b.hop).to_string(),
+            start_ms: b.start_ms,
+            width_ms: b.width_ms,
+            retries: b.retries as u64,
+            operations: b.ops.len() as u64,
+            expected_retries: b.expected_retries,
+            p_value: b.p_value,
+            delay_min_ms: b.delay_min_ms,
+            delay_max_ms: b.delay_max_ms,
+            since_previous_ms,
+            operation_ids: operations[i]
+                .iter()
+                .take(BURST_OPERATIONS_LISTED)
+                .map(display_operation_key)
+                .collect(),
+        });
+        previous = Some(b);
+    }
+    let mut all_ops: Vec<&OperationKey> = operations.iter().flatten().collect();
+    all_ops.sort();
+    all_ops.dedup();
+    intervals.sort_by(f64::total_cmp);
+    BurstSummary {
+        count: bursts.len() as u64,
+        operations: all_ops.len() as u64,
+        median_interval_ms: median(&intervals),
+        list,
+    }
+}
+
+fn median(sorted: &[f64]) -> Option<f64> {
+    match sorted.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(sorted[n / 2]),
+        n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
+    }
+}
