@@ -12,6 +12,9 @@ use crate::ingest::{Ingested, InputIssue};
 use crate::model::{Attempt, Event, Millis, OperationKey, Timing};
 use crate::normalize::{canonical_order, normalize_operation, problem_issue, Normalized};
 
+/// Duplicate events named one by one before the rest are only counted.
+const DUPLICATES_LISTED: usize = 3;
+
 /// The result for one logical operation: the row of SPEC §4.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperationResult {
@@ -52,6 +55,8 @@ pub struct Analysis {
     pub burst_operations: Vec<Vec<OperationKey>>,
     pub issues: Vec<InputIssue>,
     pub duplicate_events: u64,
+    /// `path:line` of the first duplicates, for the message that reports them.
+    pub duplicate_examples: Vec<String>,
     /// Side effects committed more than once in one line (each extra one).
     pub duplicate_effects: u64,
     /// Attempts without a finish, per hop index.
@@ -61,7 +66,6 @@ pub struct Analysis {
     pub files: Vec<String>,
     pub lines_read: u64,
     pub events: u64,
-    pub trace_end_ms: Millis,
 }
 
 /// One operation after the per-operation stages.
@@ -130,7 +134,17 @@ pub fn analyze(
         })
         .collect();
     let attempts = attempt_columns(&work);
-    let duplicate_events = work.iter().map(|w| w.normalized.duplicates).sum();
+    let mut duplicates: Vec<crate::model::SourceRef> = work
+        .iter()
+        .flat_map(|w| w.normalized.duplicates.iter().copied())
+        .collect();
+    duplicates.sort_unstable();
+    let duplicate_events = duplicates.len() as u64;
+    let duplicate_examples = duplicates
+        .iter()
+        .take(DUPLICATES_LISTED)
+        .map(|&d| ingested.location(d))
+        .collect();
     let hop_total = |pick: fn(&crate::classify::HopFacts) -> u32| -> Vec<u64> {
         (0..rules.hops.len())
             .map(|h| work.iter().map(|w| u64::from(pick(&w.facts.hops[h]))).sum())
@@ -168,13 +182,13 @@ pub fn analyze(
         burst_operations,
         issues,
         duplicate_events,
+        duplicate_examples,
         duplicate_effects,
         unfinished_per_hop,
         orphans_per_hop,
         files: ingested.files,
         lines_read: ingested.lines_read,
         events: events.len() as u64,
-        trace_end_ms,
     })
 }
 

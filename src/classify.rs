@@ -307,14 +307,18 @@ fn hop_overlap_ms(attempts: &[Attempt], hop: u16, rules: &Rules, trace_end_ms: M
     by_key.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)));
     let mut longest: Millis = 0.0;
     for group in by_key.chunk_by(|x, y| x.0 == y.0) {
-        longest = longest.max(time_with_two_active(group.iter().map(|&(_, s, e)| (s, e))));
+        longest = longest.max(longest_stretch_with_two_active(
+            group.iter().map(|&(_, s, e)| (s, e)),
+        ));
     }
     longest
 }
 
-/// Total time during which at least two of the intervals are active. Touching intervals
-/// (one ends as the next starts) do not overlap.
-pub fn time_with_two_active(intervals: impl Iterator<Item = (Millis, Millis)>) -> Millis {
+/// The longest stretch of time during which at least two of the intervals are active.
+/// Touching intervals (one ends as the next starts) do not overlap.
+pub fn longest_stretch_with_two_active(
+    intervals: impl Iterator<Item = (Millis, Millis)>,
+) -> Millis {
     let mut edges: Vec<(Millis, i32)> = Vec::new();
     for (s, e) in intervals {
         if e > s {
@@ -324,15 +328,17 @@ pub fn time_with_two_active(intervals: impl Iterator<Item = (Millis, Millis)>) -
     }
     // Ends before starts at the same instant.
     edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut depth, mut total, mut since) = (0, 0.0, 0.0);
+    let (mut depth, mut longest, mut stretch_start) = (0, 0.0f64, 0.0);
     for (t, d) in edges {
-        if depth >= 2 {
-            total += t - since;
-        }
+        let was_overlapping = depth >= 2;
         depth += d;
-        since = t;
+        match (was_overlapping, depth >= 2) {
+            (false, true) => stretch_start = t,
+            (true, false) => longest = longest.max(t - stretch_start),
+            _ => {}
+        }
     }
-    total
+    longest
 }
 
 /// SPEC §3 precedence. `in_burst`: one of the operation's retries lies in a burst.
@@ -498,19 +504,12 @@ mod tests {
     }
 
     #[test]
-    fn overlap_counts_only_time_with_two_active() {
-        assert_eq!(
-            time_with_two_active([(0.0, 1400.0), (850.0, 2250.0)].into_iter()),
-            550.0
-        );
-        assert_eq!(
-            time_with_two_active([(0.0, 100.0), (100.0, 200.0)].into_iter()),
-            0.0
-        );
-        assert_eq!(
-            time_with_two_active([(0.0, 100.0), (10.0, 20.0), (50.0, 60.0)].into_iter()),
-            20.0
-        );
+    fn overlap_is_the_longest_stretch_with_two_active() {
+        let longest = |v: &[(f64, f64)]| longest_stretch_with_two_active(v.iter().copied());
+        assert_eq!(longest(&[(0.0, 1400.0), (850.0, 2250.0)]), 550.0);
+        assert_eq!(longest(&[(0.0, 100.0), (100.0, 200.0)]), 0.0);
+        assert_eq!(longest(&[(0.0, 100.0), (10.0, 20.0), (50.0, 65.0)]), 15.0);
+        assert_eq!(longest(&[(0.0, 100.0), (10.0, 60.0), (50.0, 80.0)]), 70.0);
     }
 
     fn timed(start: f64, finish: f64, outcome: Option<crate::model::Outcome>) -> Attempt {

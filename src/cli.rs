@@ -43,13 +43,10 @@ pub struct InputArgs {
     #[arg(long)]
     pub skip_invalid: bool,
 
-    /// Hop order, upstream first. Events at a hop not listed are input errors.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "caller,gateway,consumer,dependency"
-    )]
-    pub hops: Vec<String>,
+    /// Hop order, upstream first, comma-separated. Events at a hop not listed are input
+    /// errors. Default: the policy's `hops`, else caller,gateway,consumer,dependency.
+    #[arg(long, value_delimiter = ',', value_name = "HOP,HOP,...")]
+    pub hops: Option<Vec<String>>,
 }
 
 #[derive(Debug, Args)]
@@ -70,13 +67,39 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "HOP=N")]
     pub budget: Vec<String>,
 
+    /// Hop where overlapping attempts are intended (hedged requests): no overlap is
+    /// reported there. Repeatable.
+    #[arg(long, value_name = "HOP")]
+    pub allow_overlap: Vec<String>,
+
     /// Widest time window, in milliseconds, that can hold a synchronized retry burst.
-    #[arg(long, value_name = "MS", default_value_t = crate::config::DEFAULT_BURST_WINDOW_MS)]
-    pub burst_window: f64,
+    /// Default: 50.
+    #[arg(long, value_name = "MS")]
+    pub burst_window: Option<f64>,
 
     /// Fewest distinct operations whose retries fall in one window to make a burst.
-    #[arg(long, value_name = "N", default_value_t = crate::config::DEFAULT_BURST_MIN_OPS)]
-    pub burst_min_ops: usize,
+    /// Default: 5.
+    #[arg(long, value_name = "N")]
+    pub burst_min_ops: Option<usize>,
+
+    /// Fail (exit 1) when this condition holds, e.g. 'nested-retry > 0', 'overlap > 1%',
+    /// 'healthy < 95%', 'amplification@dependency > 2.5'. Repeatable; replaces a policy
+    /// condition on the same metric. See docs/ci.md for the grammar.
+    #[arg(long, value_name = "CONDITION")]
+    pub fail_on: Vec<String>,
+
+    /// Policy file (TOML) with failure conditions, budgets, hops allowed to overlap and
+    /// burst parameters. Flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+
+    /// Report breached thresholds but exit 0, to roll a gate out before enforcing it.
+    #[arg(long)]
+    pub report_only: bool,
+
+    /// Write the gate's thresholds as JUnit XML to FILE (one test case per threshold).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 
     /// How many of the worst operations the summary lists with their funnels.
     #[arg(long, value_name = "N", default_value_t = 10)]
@@ -100,6 +123,8 @@ pub enum FormatArg {
     Jsonl,
     /// One CSV row per operation.
     Csv,
+    /// The summary as GitHub-flavoured Markdown (incident documents, CI job summaries).
+    Markdown,
 }
 
 #[cfg(test)]

@@ -118,6 +118,15 @@ impl Rules {
         }
     }
 
+    /// Names of hops as a list of per-hop flags (`allow_overlap`, `queue_hops`).
+    pub fn hop_flags(&self, what: &str, names: &[String]) -> Result<Vec<bool>> {
+        let mut flags = vec![false; self.hops.len()];
+        for name in names {
+            flags[self.hop_for_flag(what, name)? as usize] = true;
+        }
+        Ok(flags)
+    }
+
     /// Applies `HOP=N` budget settings.
     pub fn set_budgets(&mut self, specs: &[String]) -> Result<()> {
         for spec in specs {
@@ -172,6 +181,7 @@ pub enum OutputFormat {
     Json,
     Jsonl,
     Csv,
+    Markdown,
 }
 
 /// Where input comes from.
@@ -207,4 +217,13 @@ pub struct AnalyzeConfig {
     pub output: Option<PathBuf>,
     /// How many of the worst operations the summary lists.
     pub top: usize,
+    pub gate: GateConfig,
+}
+
+/// The CI gate's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateConfig {
+    pub conditions: Vec<crate::gate::Condition>,
+    pub report_only: bool,
+    pub junit: Option<PathBuf>,
 }

@@ -9,24 +9,27 @@ mod classify;
 mod cli;
 mod config;
 mod exit_codes;
+mod gate;
 mod group;
 mod ingest;
 mod model;
 mod normalize;
+mod policy;
 mod report;
 mod summary;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use clap::Parser;
 
 use crate::cli::{AnalyzeArgs, Cli, Command, FormatArg, InputArgs, InputFormatArg};
 use crate::config::{
-    AnalyzeConfig, BadInputPolicy, HopOrder, InputConfig, InputFormat, InputPath, OutputFormat,
-    Rules,
+    AnalyzeConfig, BadInputPolicy, GateConfig, HopOrder, InputConfig, InputFormat, InputPath,
+    OutputFormat, Rules,
 };
+use crate::gate::Origin;
 use crate::ingest::InputIssue;
 
 /// Bad lines printed one by one before the rest are only counted.
@@ -60,10 +63,46 @@ fn run(cli: Cli) -> Result<i32> {
 fn analyze(config: AnalyzeConfig) -> Result<i32> {
     let ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
     let analysis = analysis::analyze(ingested, &config.rules, config.input.bad_input)?;
-    let summary = summary::summarize(&analysis, &config.rules, config.top)?;
+    let mut summary = summary::summarize(&analysis, &config.rules, config.top)?;
+    if !config.gate.conditions.is_empty() {
+        summary.gate = Some(gate::evaluate(
+            &config.gate.conditions,
+            &summary,
+            &analysis,
+            &config.rules.hops,
+            config.gate.report_only,
+        ));
+    }
     let bytes = report::render(config.format, &summary, &analysis, &config.rules)?;
     write_output(config.output.as_deref(), &bytes)?;
-    Ok(report_issues(&analysis.issues, config.input.bad_input))
+    let mut code = exit_codes::SUCCESS;
+    if let Some(report) = &summary.gate {
+        if let Some(path) = &config.gate.junit {
+            std::fs::write(path, gate::junit_xml(report))
+                .with_context(|| format!("could not write '{}'", path.display()))?;
+        }
+        for line in gate::log_lines(report) {
+            eprintln!("{line}");
+        }
+        if !report.passed && !report.report_only {
+            code = exit_codes::THRESHOLD_BREACHED;
+        }
+    }
+    if analysis.duplicate_events > 0 {
+        eprintln!(
+            "attempt-funnel: {} exact duplicate events counted once ({}{})",
+            analysis.duplicate_events,
+            analysis.duplicate_examples.join(", "),
+            if analysis.duplicate_events > analysis.duplicate_examples.len() as u64 {
+                ", …"
+            } else {
+                ""
+            }
+        );
+    }
+    let input_code = report_issues(&analysis.issues, config.input.bad_input);
+    // An input error outranks a breach: the verdict was reached on incomplete input.
+    Ok(code.max(input_code))
 }
 
 /// Prints bad input lines to stderr and returns the exit code they call for.
@@ -110,7 +149,7 @@ fn input_config(args: InputArgs) -> InputConfig {
         .files
         .into_iter()
         .map(|p| {
-            if p == PathBuf::from("-") {
+            if p.as_os_str() == "-" {
                 InputPath::Stdin
             } else {
                 InputPath::File(p)
@@ -137,30 +176,85 @@ fn input_config(args: InputArgs) -> InputConfig {
     }
 }
 
-fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
-    let hops = HopOrder::new(args.input.hops.clone())?;
-    let mut rules = Rules::new(hops);
+/// Resolves the rules: defaults, then the policy file, then flags.
+fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
+    let hop_names = match (&args.input.hops, &policy.hops) {
+        (Some(flag), _) => flag.clone(),
+        (None, Some(from_policy)) => from_policy.clone(),
+        (None, None) => config::DEFAULT_HOPS.iter().map(|s| s.to_string()).collect(),
+    };
+    let mut rules = Rules::new(HopOrder::new(hop_names)?);
+    let policy_budgets: Vec<String> = policy
+        .budgets
+        .iter()
+        .map(|(hop, n)| format!("{hop}={n}"))
+        .collect();
+    rules
+        .set_budgets(&policy_budgets)
+        .context("in the policy's [budgets]")?;
     rules.set_budgets(&args.budget)?;
-    if !(args.burst_window.is_finite() && args.burst_window > 0.0) {
+    if let Some(queues) = &policy.queue_hops {
+        rules.queue_hops = rules.hop_flags("policy queue_hops", queues)?;
+    }
+    let overlap_hops: Vec<String> = policy
+        .allow_overlap
+        .iter()
+        .chain(&args.allow_overlap)
+        .cloned()
+        .collect();
+    rules.overlap_allowed = rules.hop_flags("--allow-overlap", &overlap_hops)?;
+    let window = args
+        .burst_window
+        .or(policy.burst.window_ms)
+        .unwrap_or(config::DEFAULT_BURST_WINDOW_MS);
+    let min_ops = args
+        .burst_min_ops
+        .or(policy.burst.min_ops)
+        .unwrap_or(config::DEFAULT_BURST_MIN_OPS);
+    if !(window.is_finite() && window > 0.0) {
         anyhow::bail!(
             "--burst-window must be a positive number of milliseconds, e.g. --burst-window 50"
         );
     }
-    if args.burst_min_ops < 2 {
+    if min_ops < 2 {
         anyhow::bail!("--burst-min-ops must be at least 2 (a burst spans several operations), e.g. --burst-min-ops 5");
     }
-    rules.burst.window_ms = args.burst_window;
-    rules.burst.min_ops = args.burst_min_ops;
+    rules.burst.window_ms = window;
+    rules.burst.min_ops = min_ops;
+    Ok(rules)
+}
+
+fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
+    let policy = match &args.policy {
+        Some(path) => policy::load(path)?,
+        None => policy::Policy::default(),
+    };
+    let rules = resolve_rules(&args, &policy)?;
+    let parse_all = |texts: &[String], origin| -> Result<Vec<gate::Condition>> {
+        texts
+            .iter()
+            .map(|t| gate::parse_condition(t, &rules.hops, origin))
+            .collect()
+    };
+    let from_policy =
+        parse_all(&policy.fail_on, Origin::Policy).context("in the policy's fail_on")?;
+    let from_flags = parse_all(&args.fail_on, Origin::Flag).context("in --fail-on")?;
     Ok(AnalyzeConfig {
         input: input_config(args.input),
-        rules,
         format: match args.format {
             FormatArg::Table => OutputFormat::Table,
             FormatArg::Json => OutputFormat::Json,
             FormatArg::Jsonl => OutputFormat::Jsonl,
             FormatArg::Csv => OutputFormat::Csv,
+            FormatArg::Markdown => OutputFormat::Markdown,
         },
         output: args.output,
         top: args.top,
+        gate: GateConfig {
+            conditions: gate::merge(from_policy, from_flags),
+            report_only: args.report_only,
+            junit: args.junit,
+        },
+        rules,
     })
 }

@@ -87,17 +87,6 @@ impl Outcome {
             _ => false,
         }
     }
-
-    pub fn label(self) -> String {
-        match self {
-            Outcome::Ok => "ok".into(),
-            Outcome::Error => "error".into(),
-            Outcome::Timeout => "timeout".into(),
-            Outcome::Cancelled => "cancelled".into(),
-            Outcome::Rejected => "rejected".into(),
-            Outcome::Http(code) => code.to_string(),
-        }
-    }
 }
 
 /// The kind of a point event (SPEC §2): one instant in an attempt's life.

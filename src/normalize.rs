@@ -10,7 +10,8 @@ use crate::model::{Attempt, Event, Millis, Outcome, PointKind, SourceRef, Timing
 #[derive(Debug, Default)]
 pub struct Normalized {
     pub attempts: Vec<Attempt>,
-    pub duplicates: u64,
+    /// Where each dropped duplicate was read (the later copies).
+    pub duplicates: Vec<SourceRef>,
     /// Events that cannot become an attempt, by source line.
     pub problems: Vec<(SourceRef, String)>,
 }
@@ -79,7 +80,7 @@ pub fn normalize_operation(events: &[Event]) -> Normalized {
     let mut unique: Vec<&Event> = Vec::with_capacity(events.len());
     for e in events {
         if unique.last().is_some_and(|prev| prev.same_content(e)) {
-            out.duplicates += 1;
+            out.duplicates.push(e.source);
         } else {
             unique.push(e);
         }
@@ -312,7 +313,7 @@ mod tests {
         let mut again = e.clone();
         again.source.line = 9;
         let got = normalize(vec![e, again]);
-        assert_eq!(got.duplicates, 1);
+        assert_eq!(got.duplicates.len(), 1);
         assert_eq!(got.attempts.len(), 1);
     }
 

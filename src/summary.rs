@@ -47,6 +47,9 @@ pub struct Summary {
     pub duplicate_effects: u64,
     /// The operations with the most attempts, worst first.
     pub worst_operations: Vec<OperationRecord>,
+    /// The CI gate's verdict; absent when no condition was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gate: Option<crate::gate::GateReport>,
 }
 
 /// What was read.
@@ -341,6 +344,7 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
             .into_iter()
             .map(|o| OperationRecord::new(o, hops))
             .collect(),
+        gate: None,
     })
 }
 

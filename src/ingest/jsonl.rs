@@ -3,6 +3,13 @@
 use super::fields::RawFields;
 
 pub fn parse(text: &str, unterminated_last: bool) -> Result<RawFields<'_>, String> {
+    // serde would read an array by position; an event is an object, say so plainly.
+    if !text.trim_start().starts_with('{') {
+        return Err(
+            "not a JSON object: each line must be one attempt event object, {\"operation_id\": …}"
+                .to_string(),
+        );
+    }
     serde_json::from_str::<RawFields>(text).map_err(|e| {
         if e.is_eof() && unterminated_last {
             "truncated line: the JSON object ends before it closes (was the file cut mid-write?); complete or delete the line".to_string()

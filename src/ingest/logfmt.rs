@@ -16,7 +16,10 @@ pub fn parse(text: &str) -> Result<RawFields<'_>, String> {
     RawFields::deserialize(serde_json::Value::Object(object)).map_err(|e| format!("{e}"))
 }
 
-fn split_pairs(text: &str) -> Result<Vec<(Cow<'_, str>, Cow<'_, str>)>, String> {
+/// One `key=value` pair; the value is owned only when it had escapes.
+type Pair<'a> = (Cow<'a, str>, Cow<'a, str>);
+
+fn split_pairs(text: &str) -> Result<Vec<Pair<'_>>, String> {
     let mut pairs = Vec::new();
     let bytes = text.as_bytes();
     let mut i = 0;
@@ -45,8 +48,10 @@ fn split_pairs(text: &str) -> Result<Vec<(Cow<'_, str>, Cow<'_, str>)>, String> 
             while i < bytes.len() {
                 match bytes[i] {
                     b'\\' if i + 1 < bytes.len() => {
-                        value.push(bytes[i + 1] as char);
-                        i += 2;
+                        // The escaped character may be multi-byte: take it whole.
+                        let ch = text[i + 1..].chars().next().unwrap_or('\u{fffd}');
+                        value.push(ch);
+                        i += 1 + ch.len_utf8();
                     }
                     b'"' => {
                         closed = true;
@@ -92,6 +97,12 @@ mod tests {
         assert_eq!(pairs[0], ("operation".into(), "op-1".into()));
         assert_eq!(pairs[1], ("target".into(), "a \"b\" c".into()));
         assert_eq!(pairs[2], ("effect".into(), "true".into()));
+    }
+
+    #[test]
+    fn an_escaped_multibyte_character_is_kept_whole() {
+        let pairs = split_pairs("operation=\"a\\éb\" start_ms=1").unwrap();
+        assert_eq!(pairs[0].1, "aéb");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use crate::config::{BadInputPolicy, HopOrder, InputConfig, InputFormat, InputPath};
 use crate::model::{Event, Interner, OperationKey, SourceRef, Sym, Timing};
-pub use fields::{rfc3339_ms, CheckedLine, CheckedTiming};
+pub use fields::{CheckedLine, CheckedTiming};
 
 /// Bytes read per chunk. Large enough that parallel parsing amortises its overhead, small
 /// enough that the raw text of only one chunk is in memory at a time.

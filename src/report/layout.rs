@@ -41,7 +41,7 @@ pub fn count(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);
@@ -90,6 +90,29 @@ pub fn headline(s: &Summary) -> String {
 /// All sections of the summary, in reading order.
 pub fn sections(s: &Summary) -> Vec<Section> {
     let mut out = Vec::new();
+    if let Some(gate) = &s.gate {
+        let verdict = match (gate.passed, gate.report_only) {
+            (true, _) => "passed",
+            (false, false) => "FAILED",
+            (false, true) => "would fail (report only)",
+        };
+        out.push(Section::table(
+            &format!("Gate: {verdict}"),
+            &["result", "condition", "measured", "operations"],
+            &[false, false, false, false],
+            gate.thresholds
+                .iter()
+                .map(|t| {
+                    vec![
+                        if t.breached { "BREACHED" } else { "ok" }.to_string(),
+                        t.condition.clone(),
+                        t.describe(),
+                        t.operations_text(),
+                    ]
+                })
+                .collect(),
+        ));
+    }
     let present: Vec<_> = s.hops.iter().filter(|h| h.attempts > 0).collect();
     out.push(Section::table(
         "Funnel per hop",
@@ -168,6 +191,12 @@ pub fn sections(s: &Summary) -> Vec<Section> {
                 count(s.unfinished_attempts),
                 count(s.orphan_attempts),
                 count(s.duplicate_effects)
+            ),
+            format!(
+                "Input: {} lines, {} bad, {} exact duplicate events counted once.",
+                count(s.input.lines),
+                count(s.input.bad_lines),
+                count(s.input.duplicate_events)
             ),
         ],
     ));
@@ -262,7 +291,7 @@ mod tests {
         assert_eq!(count(0), "0");
         assert_eq!(count(1234567), "1,234,567");
         assert_eq!(count(999), "999");
-        assert_eq!(percent(0.0125), "1.3%");
+        assert_eq!(percent(0.0126), "1.3%");
         assert_eq!(millis(550.0), "550");
         assert_eq!(millis(12.25), "12.2");
     }

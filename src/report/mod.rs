@@ -3,14 +3,13 @@
 //! or stdout) is decided once, in `main`.
 
 mod layout;
+mod markdown;
 mod rows;
 mod table;
 
 use crate::analysis::Analysis;
 use crate::config::{OutputFormat, Rules};
 use crate::summary::Summary;
-
-pub use rows::records;
 
 /// Renders the report of an analysis.
 pub fn render(
@@ -28,5 +27,6 @@ pub fn render(
         }
         OutputFormat::Jsonl => rows::jsonl(analysis, &rules.hops)?,
         OutputFormat::Csv => rows::csv(analysis, &rules.hops)?,
+        OutputFormat::Markdown => markdown::render(summary).into_bytes(),
     })
 }
