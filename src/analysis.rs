@@ -9,7 +9,7 @@ use crate::classify::{classify, findings, operation_facts, Class, Finding, Opera
 use crate::config::{BadInputPolicy, Rules};
 use crate::group::build_tree;
 use crate::ingest::{Ingested, InputIssue};
-use crate::model::{Attempt, Event, Millis, OperationKey, Timing};
+use crate::model::{Attempt, Event, Millis, OperationKey};
 use crate::normalize::{canonical_order, normalize_operation, problem_issue, Normalized};
 
 /// Duplicate events named one by one before the rest are only counted.
@@ -80,27 +80,37 @@ pub fn analyze(
     rules: &Rules,
     bad_input: BadInputPolicy,
 ) -> anyhow::Result<Analysis> {
-    let mut events = std::mem::take(&mut ingested.events);
-    events.par_sort_unstable_by(canonical_order);
+    let events = std::mem::take(&mut ingested.events);
     let trace_end_ms = events
         .par_iter()
-        .map(latest_time)
+        .map(Event::latest_ms)
         .reduce(|| 0.0, Millis::max);
+    let by_operation = group_by_operation(&events, ingested.operations.len());
 
-    let slices: Vec<&[Event]> = events.chunk_by(|a, b| a.op == b.op).collect();
-    let mut work: Vec<OperationWork> = slices
+    let mut work: Vec<OperationWork> = (0..ingested.operations.len())
         .into_par_iter()
-        .map(|slice| {
-            let normalized = normalize_operation(slice);
+        .map_init(Vec::new, |scratch: &mut Vec<Event>, op| {
+            scratch.clear();
+            let range = by_operation.offsets[op] as usize..by_operation.offsets[op + 1] as usize;
+            scratch.extend(
+                by_operation.order[range]
+                    .iter()
+                    .map(|&i| events[i as usize]),
+            );
+            scratch.sort_unstable_by(canonical_order);
+            let normalized = normalize_operation(scratch);
             let tree = build_tree(&normalized.attempts, rules, trace_end_ms);
             let facts = operation_facts(&normalized.attempts, &tree, rules, trace_end_ms);
             OperationWork {
-                op: slice[0].op,
+                op: op as u32,
                 normalized,
                 facts,
             }
         })
         .collect();
+    let event_count = events.len() as u64;
+    drop(by_operation);
+    drop(events);
 
     let mut issues = std::mem::take(&mut ingested.issues);
     let mut problems: Vec<InputIssue> = work
@@ -188,18 +198,33 @@ pub fn analyze(
         orphans_per_hop,
         files: ingested.files,
         lines_read: ingested.lines_read,
-        events: events.len() as u64,
+        events: event_count,
     })
 }
 
-fn latest_time(e: &Event) -> Millis {
-    match e.timing {
-        Timing::Record {
-            start_ms,
-            finish_ms,
-        } => finish_ms.or(start_ms).unwrap_or(0.0),
-        Timing::Point { at_ms, .. } => at_ms,
+/// Event indexes grouped by operation (a counting sort): operation `op` owns
+/// `order[offsets[op]..offsets[op + 1]]`. Cheaper than sorting 72-byte events globally.
+struct ByOperation {
+    offsets: Vec<u32>,
+    order: Vec<u32>,
+}
+
+fn group_by_operation(events: &[Event], operations: usize) -> ByOperation {
+    let mut offsets = vec![0u32; operations + 1];
+    for e in events {
+        offsets[e.op as usize + 1] += 1;
     }
+    for i in 1..offsets.len() {
+        offsets[i] += offsets[i - 1];
+    }
+    let mut next = offsets.clone();
+    let mut order = vec![0u32; events.len()];
+    for (i, e) in events.iter().enumerate() {
+        let slot = &mut next[e.op as usize];
+        order[*slot as usize] = i as u32;
+        *slot += 1;
+    }
+    ByOperation { offsets, order }
 }
 
 fn detect_bursts(work: &[OperationWork], rules: &Rules) -> Vec<Burst> {

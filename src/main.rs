@@ -32,10 +32,22 @@ use crate::config::{
 use crate::gate::Origin;
 use crate::ingest::InputIssue;
 
+/// mimalloc: millions of small per-operation allocations from several threads are its
+/// home ground.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `mi_option_purge_delay` in mimalloc.h (v3). By default freed memory is handed back to
+/// the kernel after 10 ms and comes back as freshly zeroed (often huge) pages: on a 1 M-event
+/// input that zeroing was 40% of all CPU time. A run is short; keep the memory.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
 /// Bad lines printed one by one before the rest are only counted.
 const ISSUES_SHOWN: usize = 10;
 
 fn main() {
+    // SAFETY: sets a process-wide allocator option; no allocation is in flight in this call.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     let cli = Cli::parse();
     let code = match run(cli) {
         Ok(code) => code,

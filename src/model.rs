@@ -18,10 +18,11 @@ pub struct SourceRef {
     pub line: u32,
 }
 
-/// Strings seen in the input, stored once.
+/// Strings seen in the input, stored once. foldhash: interning runs once per string field
+/// of every event, and SipHash's DoS resistance buys nothing for a local file.
 #[derive(Debug, Default)]
 pub struct Interner {
-    ids: HashMap<Box<str>, Sym>,
+    ids: HashMap<Box<str>, Sym, foldhash::fast::FixedState>,
     strings: Vec<Box<str>>,
 }
 
@@ -113,35 +114,189 @@ pub enum Timing {
     },
 }
 
-/// One input line, validated and interned. Everything after ingest works on these.
-#[derive(Debug, Clone, PartialEq)]
+/// What kind of line an event came from, packed in one byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EventKind {
+    Record,
+    Point(PointKind),
+}
+
+/// Marks an absent interned string in [`Event`].
+const NO_SYM: u32 = u32::MAX;
+
+/// One input line, validated and interned. Millions are held at once, so absent values
+/// are sentinels (NaN, 0, [`NO_SYM`]) rather than `Option`s, which keeps an event at 72
+/// bytes instead of 140; the accessors give them back as `Option`s.
+#[derive(Debug, Clone, Copy)]
 pub struct Event {
+    /// Record: its start; point event: its instant. NaN when absent.
+    start_ms: Millis,
+    /// Record: its finish. NaN when absent.
+    finish_ms: Millis,
     pub source: SourceRef,
     /// Index of the (test run, operation) key in the operation table.
     pub op: u32,
+    attempt: u32,
+    delivery: u32,
+    target: u32,
+    message_id: u32,
+    span_id: u32,
+    parent_id: u32,
+    delay_ms: f32,
+    retry_after_ms: f32,
+    pub outcome: Option<Outcome>,
     /// Index of the hop in the configured hop order.
     pub hop: u16,
+    pub kind: EventKind,
+    pub effect: bool,
+}
+
+/// The optional parts of an [`Event`], as `Option`s (how ingest builds one).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EventFields {
     pub attempt: Option<u32>,
-    pub timing: Timing,
-    pub outcome: Option<Outcome>,
+    pub delivery: Option<u32>,
     pub target: Option<Sym>,
     pub message_id: Option<Sym>,
-    pub delivery: Option<u32>,
     pub span_id: Option<Sym>,
     pub parent_id: Option<Sym>,
     pub delay_ms: Option<Millis>,
     pub retry_after_ms: Option<Millis>,
+    pub outcome: Option<Outcome>,
     pub effect: bool,
 }
 
+fn sym_in(s: Option<Sym>) -> u32 {
+    s.unwrap_or(NO_SYM)
+}
+
+fn sym_out(s: u32) -> Option<Sym> {
+    (s != NO_SYM).then_some(s)
+}
+
+fn nan_out<T: Into<f64> + Copy>(v: T) -> Option<Millis> {
+    let v: f64 = v.into();
+    (!v.is_nan()).then_some(v)
+}
+
 impl Event {
+    pub fn new(source: SourceRef, op: u32, hop: u16, timing: Timing, f: EventFields) -> Event {
+        let (kind, start_ms, finish_ms) = match timing {
+            Timing::Record {
+                start_ms,
+                finish_ms,
+            } => (
+                EventKind::Record,
+                start_ms.unwrap_or(Millis::NAN),
+                finish_ms.unwrap_or(Millis::NAN),
+            ),
+            Timing::Point { kind, at_ms } => (EventKind::Point(kind), at_ms, Millis::NAN),
+        };
+        Event {
+            start_ms,
+            finish_ms,
+            source,
+            op,
+            attempt: f.attempt.unwrap_or(0),
+            delivery: f.delivery.unwrap_or(0),
+            target: sym_in(f.target),
+            message_id: sym_in(f.message_id),
+            span_id: sym_in(f.span_id),
+            parent_id: sym_in(f.parent_id),
+            // Delays and hints are short durations: f32 keeps them to well under a ms.
+            delay_ms: f.delay_ms.map_or(f32::NAN, |v| v as f32),
+            retry_after_ms: f.retry_after_ms.map_or(f32::NAN, |v| v as f32),
+            outcome: f.outcome,
+            hop,
+            kind,
+            effect: f.effect,
+        }
+    }
+
+    pub fn timing(&self) -> Timing {
+        match self.kind {
+            EventKind::Record => Timing::Record {
+                start_ms: nan_out(self.start_ms),
+                finish_ms: nan_out(self.finish_ms),
+            },
+            EventKind::Point(kind) => Timing::Point {
+                kind,
+                at_ms: self.start_ms,
+            },
+        }
+    }
+
+    /// The latest instant this event mentions.
+    pub fn latest_ms(&self) -> Millis {
+        match (nan_out(self.start_ms), nan_out(self.finish_ms)) {
+            (_, Some(f)) => f,
+            (Some(s), None) => s,
+            (None, None) => 0.0,
+        }
+    }
+
+    pub fn attempt(&self) -> Option<u32> {
+        (self.attempt != 0).then_some(self.attempt)
+    }
+
+    pub fn fields(&self) -> EventFields {
+        EventFields {
+            attempt: self.attempt(),
+            delivery: (self.delivery != 0).then_some(self.delivery),
+            target: sym_out(self.target),
+            message_id: sym_out(self.message_id),
+            span_id: sym_out(self.span_id),
+            parent_id: sym_out(self.parent_id),
+            delay_ms: nan_out(self.delay_ms),
+            retry_after_ms: nan_out(self.retry_after_ms),
+            outcome: self.outcome,
+            effect: self.effect,
+        }
+    }
+
+    /// Everything but the source line, as plain comparable values (times by bit pattern,
+    /// so that absent NaNs compare equal): the canonical order's tie-break, and what makes
+    /// two lines exact duplicates.
+    #[allow(clippy::type_complexity)]
+    pub fn content(
+        &self,
+    ) -> (
+        u32,
+        u16,
+        u32,
+        EventKind,
+        u64,
+        u64,
+        [u32; 6],
+        [u32; 2],
+        Option<Outcome>,
+        bool,
+    ) {
+        (
+            self.op,
+            self.hop,
+            self.attempt,
+            self.kind,
+            self.start_ms.to_bits(),
+            self.finish_ms.to_bits(),
+            [
+                self.delivery,
+                self.target,
+                self.message_id,
+                self.span_id,
+                self.parent_id,
+                0,
+            ],
+            [self.delay_ms.to_bits(), self.retry_after_ms.to_bits()],
+            self.outcome,
+            self.effect,
+        )
+    }
+
     /// Equality of content, ignoring where the line was read: two such events are the
     /// at-least-once delivery of one event, not two attempts.
     pub fn same_content(&self, other: &Event) -> bool {
-        Event {
-            source: other.source,
-            ..self.clone()
-        } == *other
+        self.content() == other.content()
     }
 }
 

@@ -16,62 +16,27 @@ pub struct Normalized {
     pub problems: Vec<(SourceRef, String)>,
 }
 
-/// Sorts events into a canonical order of content so that every later step is independent
-/// of input order. Events of one operation end up adjacent.
+/// Orders one operation's events canonically, by content alone, so that every later step
+/// is independent of input order: by hop, attempt number, records before point events,
+/// time, then the rest of the content; the source line only breaks exact ties.
 pub fn canonical_order(a: &Event, b: &Event) -> std::cmp::Ordering {
-    let time = |e: &Event| match e.timing {
+    let time = |e: &Event| match e.timing() {
         Timing::Record {
             start_ms,
             finish_ms,
-        } => (
-            0u8,
-            start_ms.unwrap_or(-1.0),
-            finish_ms.unwrap_or(-1.0),
-            0u8,
-        ),
-        Timing::Point { kind, at_ms } => (1u8, at_ms, 0.0, kind as u8),
+        } => (0u8, start_ms.unwrap_or(-1.0), finish_ms.unwrap_or(-1.0)),
+        Timing::Point { at_ms, .. } => (1u8, at_ms, 0.0),
     };
-    a.op.cmp(&b.op)
-        .then(a.hop.cmp(&b.hop))
-        .then(a.attempt.cmp(&b.attempt))
-        .then_with(|| {
-            let (ka, sa, fa, pa) = time(a);
-            let (kb, sb, fb, pb) = time(b);
-            ka.cmp(&kb)
-                .then(sa.total_cmp(&sb))
-                .then(fa.total_cmp(&fb))
-                .then(pa.cmp(&pb))
-        })
-        .then_with(|| content_tiebreak(a).cmp(&content_tiebreak(b)))
+    let (ka, sa, fa) = time(a);
+    let (kb, sb, fb) = time(b);
+    a.hop
+        .cmp(&b.hop)
+        .then(a.attempt().cmp(&b.attempt()))
+        .then(ka.cmp(&kb))
+        .then(sa.total_cmp(&sb))
+        .then(fa.total_cmp(&fb))
+        .then_with(|| a.content().cmp(&b.content()))
         .then(a.source.cmp(&b.source))
-}
-
-#[allow(clippy::type_complexity)]
-fn content_tiebreak(
-    e: &Event,
-) -> (
-    Option<Outcome>,
-    Option<u32>,
-    Option<u32>,
-    Option<u32>,
-    Option<u32>,
-    Option<u32>,
-    [u64; 2],
-    bool,
-) {
-    (
-        e.outcome,
-        e.target,
-        e.message_id,
-        e.span_id,
-        e.parent_id,
-        e.delivery,
-        [
-            e.delay_ms.map_or(u64::MAX, f64::to_bits),
-            e.retry_after_ms.map_or(u64::MAX, f64::to_bits),
-        ],
-        e.effect,
-    )
 }
 
 /// Normalizes the events of one operation, given in [`canonical_order`].
@@ -90,7 +55,7 @@ pub fn normalize_operation(events: &[Event]) -> Normalized {
     let mut i = 0;
     while i < unique.len() {
         let e = unique[i];
-        match e.timing {
+        match e.timing() {
             Timing::Record {
                 start_ms,
                 finish_ms,
@@ -108,9 +73,9 @@ pub fn normalize_operation(events: &[Event]) -> Normalized {
                 // Point events of one (hop, attempt number) are adjacent and in time order.
                 let mut j = i;
                 while j < unique.len()
-                    && matches!(unique[j].timing, Timing::Point { .. })
+                    && matches!(unique[j].timing(), Timing::Point { .. })
                     && unique[j].hop == e.hop
-                    && unique[j].attempt == e.attempt
+                    && unique[j].attempt() == e.attempt()
                 {
                     j += 1;
                 }
@@ -161,22 +126,23 @@ pub fn canonical_attempt_order(a: &Attempt, b: &Attempt) -> std::cmp::Ordering {
 }
 
 fn attempt_from(e: &Event, start_ms: Millis, finish_ms: Option<Millis>) -> Attempt {
+    let f = e.fields();
     Attempt {
         source: e.source,
         hop: e.hop,
-        attempt: e.attempt,
+        attempt: f.attempt,
         start_ms,
         finish_ms,
         start_inferred: false,
-        outcome: e.outcome,
-        target: e.target,
-        message_id: e.message_id,
-        delivery: e.delivery,
-        span_id: e.span_id,
-        parent_id: e.parent_id,
-        delay_ms: e.delay_ms,
-        retry_after_ms: e.retry_after_ms,
-        effect: e.effect,
+        outcome: f.outcome,
+        target: f.target,
+        message_id: f.message_id,
+        delivery: f.delivery,
+        span_id: f.span_id,
+        parent_id: f.parent_id,
+        delay_ms: f.delay_ms,
+        retry_after_ms: f.retry_after_ms,
+        effect: f.effect,
     }
 }
 
@@ -186,7 +152,7 @@ fn attempt_from(e: &Event, start_ms: Millis, finish_ms: Option<Millis>) -> Attem
 fn pair_points(events: &[&Event], out: &mut Normalized, pending_start: &mut Vec<Attempt>) {
     let mut open: std::collections::VecDeque<Attempt> = Default::default();
     for e in events {
-        let Timing::Point { kind, at_ms } = e.timing else {
+        let Timing::Point { kind, at_ms } = e.timing() else {
             continue;
         };
         if kind == PointKind::Start {
@@ -220,14 +186,15 @@ fn pair_points(events: &[&Event], out: &mut Normalized, pending_start: &mut Vec<
 /// Fields logged only on the end event (a status code, a retry-after hint) complete the
 /// attempt opened by its start event.
 fn merge_fields(a: &mut Attempt, e: &Event) {
-    a.target = a.target.or(e.target);
-    a.message_id = a.message_id.or(e.message_id);
-    a.delivery = a.delivery.or(e.delivery);
-    a.span_id = a.span_id.or(e.span_id);
-    a.parent_id = a.parent_id.or(e.parent_id);
-    a.delay_ms = a.delay_ms.or(e.delay_ms);
-    a.retry_after_ms = a.retry_after_ms.or(e.retry_after_ms);
-    a.effect |= e.effect;
+    let f = e.fields();
+    a.target = a.target.or(f.target);
+    a.message_id = a.message_id.or(f.message_id);
+    a.delivery = a.delivery.or(f.delivery);
+    a.span_id = a.span_id.or(f.span_id);
+    a.parent_id = a.parent_id.or(f.parent_id);
+    a.delay_ms = a.delay_ms.or(f.delay_ms);
+    a.retry_after_ms = a.retry_after_ms.or(f.retry_after_ms);
+    a.effect |= f.effect;
 }
 
 /// The start of the same attempt (same attempt number, 1 when none is given) at the
@@ -253,25 +220,19 @@ pub fn problem_issue(files: &[String], source: SourceRef, message: String) -> In
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Timing;
 
     fn point(line: u32, hop: u16, attempt: u32, kind: PointKind, at_ms: f64) -> Event {
-        Event {
-            source: SourceRef { file: 0, line },
-            op: 0,
-            hop,
+        let fields = crate::model::EventFields {
             attempt: Some(attempt),
-            timing: Timing::Point { kind, at_ms },
-            outcome: None,
-            target: None,
-            message_id: None,
-            delivery: None,
-            span_id: None,
-            parent_id: None,
-            delay_ms: None,
-            retry_after_ms: None,
-            effect: false,
-        }
+            ..Default::default()
+        };
+        Event::new(
+            SourceRef { file: 0, line },
+            0,
+            hop,
+            Timing::Point { kind, at_ms },
+            fields,
+        )
     }
 
     fn normalize(mut events: Vec<Event>) -> Normalized {

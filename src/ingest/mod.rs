@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 
 use crate::config::{BadInputPolicy, HopOrder, InputConfig, InputFormat, InputPath};
-use crate::model::{Event, Interner, OperationKey, SourceRef, Sym, Timing};
+use crate::model::{Event, EventFields, Interner, OperationKey, SourceRef, Sym, Timing};
 pub use fields::{CheckedLine, CheckedTiming};
 
 /// Bytes read per chunk. Large enough that parallel parsing amortises its overhead, small
@@ -82,22 +82,19 @@ impl Ingested {
             },
             CheckedTiming::Point { kind, at_ms } => Timing::Point { kind, at_ms },
         };
-        let event = Event {
-            source,
-            op,
-            hop: line.hop,
+        let fields = EventFields {
             attempt: line.attempt,
-            timing,
-            outcome: line.outcome,
+            delivery: line.delivery,
             target: intern(line.target),
             message_id: intern(line.message_id),
-            delivery: line.delivery,
             span_id: intern(line.span_id),
             parent_id: intern(line.parent_id),
             delay_ms: line.delay_ms,
             retry_after_ms: line.retry_after_ms,
+            outcome: line.outcome,
             effect: line.effect,
         };
+        let event = Event::new(source, op, line.hop, timing, fields);
         self.events.push(event);
     }
 }
