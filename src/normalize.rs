@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn counts_exact_duplicates_once() {
         let e = point(1, 0, 1, PointKind::Start, 5.0);
-        let mut again = e.clone();
+        let mut again = e;
         again.source.line = 9;
         let got = normalize(vec![e, again]);
         assert_eq!(got.duplicates.len(), 1);
