@@ -5,12 +5,12 @@
 use rayon::prelude::*;
 
 use crate::burst::{find_bursts, Burst, RetryPoint};
-use crate::classify::{classify, findings, operation_facts, Class, Finding, OperationFacts, Role};
+use crate::classify::{classify, findings, operation_facts, Class, Finding, FindingKind, Role};
 use crate::config::{BadInputPolicy, Rules};
 use crate::group::build_tree;
 use crate::ingest::{Ingested, InputIssue};
-use crate::model::{Attempt, Event, Millis, OperationKey};
-use crate::normalize::{canonical_order, normalize_operation, problem_issue, Normalized};
+use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
+use crate::normalize::{canonical_order, normalize_operation, problem_issue};
 
 /// Duplicate events named one by one before the rest are only counted.
 const DUPLICATES_LISTED: usize = 3;
@@ -68,11 +68,121 @@ pub struct Analysis {
     pub events: u64,
 }
 
-/// One operation after the per-operation stages.
-struct OperationWork {
+/// What the per-operation stages keep of one operation: everything its result needs,
+/// with the class decided both ways because bursts are only known once all operations
+/// are done. Its attempts and tree are dropped as soon as this is made.
+struct Pending {
     op: u32,
-    normalized: Normalized,
-    facts: OperationFacts,
+    class_without_burst: Class,
+    class_in_burst: Class,
+    first_multiplying_hop: Option<u16>,
+    funnel: Vec<u32>,
+    findings: Vec<Finding>,
+    first_start_ms: Millis,
+    last_finish_ms: Option<Millis>,
+    overlap_ms: Millis,
+}
+
+/// What the per-operation pass accumulates, per worker, then concatenated in order.
+#[derive(Default)]
+struct Pass {
+    pending: Vec<Pending>,
+    attempts: AttemptColumns,
+    retries: Vec<(u16, RetryPoint)>,
+    duplicates: Vec<SourceRef>,
+    problems: Vec<(SourceRef, String)>,
+    unfinished_per_hop: Vec<u64>,
+    orphans_per_hop: Vec<u64>,
+    duplicate_effects: u64,
+    /// Reused between operations: their events, gathered and sorted.
+    scratch: Vec<Event>,
+}
+
+impl Pass {
+    /// Concatenates the workers' passes in order, each column allocated once at its final
+    /// size (merging pairwise would copy every row once per level of the merge).
+    fn concat(parts: Vec<Pass>) -> Pass {
+        let mut out = Pass::default();
+        out.pending
+            .reserve_exact(parts.iter().map(|p| p.pending.len()).sum());
+        out.retries
+            .reserve_exact(parts.iter().map(|p| p.retries.len()).sum());
+        out.attempts
+            .reserve_exact(parts.iter().map(|p| p.attempts.hop.len()).sum());
+        for mut part in parts {
+            out.pending.append(&mut part.pending);
+            out.attempts.append(&mut part.attempts);
+            out.retries.append(&mut part.retries);
+            out.duplicates.append(&mut part.duplicates);
+            out.problems.append(&mut part.problems);
+            add_counts(&mut out.unfinished_per_hop, &part.unfinished_per_hop);
+            add_counts(&mut out.orphans_per_hop, &part.orphans_per_hop);
+            out.duplicate_effects += part.duplicate_effects;
+        }
+        out
+    }
+
+    /// Runs normalize → group → classify on one operation and keeps what is needed.
+    fn add_operation(
+        &mut self,
+        op: u32,
+        events: impl Iterator<Item = Event>,
+        rules: &Rules,
+        trace_end_ms: Millis,
+    ) {
+        self.scratch.clear();
+        self.scratch.extend(events);
+        self.scratch.sort_unstable_by(canonical_order);
+        let mut normalized = normalize_operation(&self.scratch);
+        self.duplicates.append(&mut normalized.duplicates);
+        self.problems.append(&mut normalized.problems);
+        if normalized.attempts.is_empty() {
+            return; // every event of it was a problem: no operation to report
+        }
+        let tree = build_tree(&normalized.attempts, rules, trace_end_ms);
+        let facts = operation_facts(&normalized.attempts, &tree, rules, trace_end_ms);
+        for (a, role) in normalized.attempts.iter().zip(&facts.roles) {
+            self.attempts.push(a, *role);
+        }
+        self.retries.extend(facts.retry_starts.iter().map(|r| {
+            (
+                r.hop,
+                RetryPoint {
+                    start_ms: r.start_ms,
+                    op,
+                    delay_ms: r.delay_ms,
+                },
+            )
+        }));
+        let hops = rules.hops.len();
+        self.unfinished_per_hop.resize(hops, 0);
+        self.orphans_per_hop.resize(hops, 0);
+        for (h, f) in facts.hops.iter().enumerate() {
+            self.unfinished_per_hop[h] += u64::from(f.unfinished);
+            self.orphans_per_hop[h] += u64::from(f.orphans);
+            self.duplicate_effects += u64::from(f.duplicate_effects);
+        }
+        self.pending.push(Pending {
+            op,
+            class_without_burst: classify(&facts, false),
+            class_in_burst: classify(&facts, true),
+            first_multiplying_hop: facts.first_multiplying_hop,
+            funnel: facts.hops.iter().map(|h| h.attempts).collect(),
+            findings: findings(&facts, &[]),
+            first_start_ms: facts.first_start_ms,
+            last_finish_ms: facts.last_finish_ms,
+            overlap_ms: facts.overlap_ms,
+        });
+    }
+}
+
+fn add_counts(into: &mut Vec<u64>, from: &[u64]) {
+    if into.len() < from.len() {
+        into.resize(from.len(), 0);
+    }
+    for (a, b) in into.iter_mut().zip(from) {
+        *a += b;
+    }
 }
 
 pub fn analyze(
@@ -81,41 +191,43 @@ pub fn analyze(
     bad_input: BadInputPolicy,
 ) -> anyhow::Result<Analysis> {
     let events = std::mem::take(&mut ingested.events);
+    let event_count = events.len() as u64;
     let trace_end_ms = events
         .par_iter()
         .map(Event::latest_ms)
         .reduce(|| 0.0, Millis::max);
     let by_operation = group_by_operation(&events, ingested.operations.len());
-
-    let mut work: Vec<OperationWork> = (0..ingested.operations.len())
+    let pass = (0..ingested.operations.len())
         .into_par_iter()
-        .map_init(Vec::new, |scratch: &mut Vec<Event>, op| {
-            scratch.clear();
+        .fold(Pass::default, |mut pass, op| {
             let range = by_operation.offsets[op] as usize..by_operation.offsets[op + 1] as usize;
-            scratch.extend(
-                by_operation.order[range]
-                    .iter()
-                    .map(|&i| events[i as usize]),
-            );
-            scratch.sort_unstable_by(canonical_order);
-            let normalized = normalize_operation(scratch);
-            let tree = build_tree(&normalized.attempts, rules, trace_end_ms);
-            let facts = operation_facts(&normalized.attempts, &tree, rules, trace_end_ms);
-            OperationWork {
-                op: op as u32,
-                normalized,
-                facts,
-            }
+            let events = by_operation.order[range]
+                .iter()
+                .map(|&i| events[i as usize]);
+            pass.add_operation(op as u32, events, rules, trace_end_ms);
+            pass
         })
-        .collect();
-    let event_count = events.len() as u64;
+        .collect::<Vec<Pass>>();
+    let pass = Pass::concat(pass);
     drop(by_operation);
     drop(events);
+    let Pass {
+        pending,
+        attempts,
+        retries,
+        mut duplicates,
+        problems,
+        mut unfinished_per_hop,
+        mut orphans_per_hop,
+        duplicate_effects,
+        ..
+    } = pass;
+    unfinished_per_hop.resize(rules.hops.len(), 0);
+    orphans_per_hop.resize(rules.hops.len(), 0);
 
     let mut issues = std::mem::take(&mut ingested.issues);
-    let mut problems: Vec<InputIssue> = work
-        .iter_mut()
-        .flat_map(|w| std::mem::take(&mut w.normalized.problems))
+    let mut problems: Vec<InputIssue> = problems
+        .into_iter()
         .map(|(source, message)| problem_issue(&ingested.files, source, message))
         .collect();
     problems.sort_by(|a, b| (a.path.as_str(), a.line).cmp(&(b.path.as_str(), b.line)));
@@ -126,14 +238,13 @@ pub fn analyze(
     }
     issues.extend(problems);
 
-    let bursts = detect_bursts(&work, rules);
+    let bursts = detect_bursts(retries, rules);
     let mut burst_hops: Vec<(u32, u16)> = bursts
         .iter()
         .flat_map(|b| b.ops.iter().map(move |&op| (op, b.hop)))
         .collect();
     burst_hops.sort_unstable();
     burst_hops.dedup();
-
     let burst_operations = bursts
         .iter()
         .map(|b| {
@@ -143,46 +254,41 @@ pub fn analyze(
             keys
         })
         .collect();
-    let attempts = attempt_columns(&work);
-    let mut duplicates: Vec<crate::model::SourceRef> = work
-        .iter()
-        .flat_map(|w| w.normalized.duplicates.iter().copied())
-        .collect();
+
     duplicates.sort_unstable();
-    let duplicate_events = duplicates.len() as u64;
     let duplicate_examples = duplicates
         .iter()
         .take(DUPLICATES_LISTED)
         .map(|&d| ingested.location(d))
         .collect();
-    let hop_total = |pick: fn(&crate::classify::HopFacts) -> u32| -> Vec<u64> {
-        (0..rules.hops.len())
-            .map(|h| work.iter().map(|w| u64::from(pick(&w.facts.hops[h]))).sum())
-            .collect()
-    };
-    let unfinished_per_hop = hop_total(|h| h.unfinished);
-    let orphans_per_hop = hop_total(|h| h.orphans);
-    let duplicate_effects = hop_total(|h| h.duplicate_effects).iter().sum();
-    let mut operations: Vec<OperationResult> = work
-        .par_iter()
-        .map(|w| {
-            let from = burst_hops.partition_point(|&(op, _)| op < w.op);
-            let to = burst_hops.partition_point(|&(op, _)| op <= w.op);
-            let hops_in_burst: Vec<u16> = burst_hops[from..to].iter().map(|&(_, h)| h).collect();
+
+    let mut operations: Vec<OperationResult> = pending
+        .into_par_iter()
+        .map(|p| {
+            let from = burst_hops.partition_point(|&(op, _)| op < p.op);
+            let to = burst_hops.partition_point(|&(op, _)| op <= p.op);
+            let mut findings = p.findings;
+            findings.extend(burst_hops[from..to].iter().map(|&(_, hop)| Finding {
+                kind: FindingKind::Burst,
+                hop,
+            }));
+            findings.sort_by_key(|f| (f.hop, f.kind));
             OperationResult {
-                key: ingested.operation_key(w.op),
-                class: classify(&w.facts, !hops_in_burst.is_empty()),
-                first_multiplying_hop: w.facts.first_multiplying_hop,
-                funnel: w.facts.hops.iter().map(|h| h.attempts).collect(),
-                findings: findings(&w.facts, &hops_in_burst),
-                first_start_ms: w.facts.first_start_ms,
-                last_finish_ms: w.facts.last_finish_ms,
-                overlap_ms: w.facts.overlap_ms,
+                key: ingested.operation_key(p.op),
+                class: if from < to {
+                    p.class_in_burst
+                } else {
+                    p.class_without_burst
+                },
+                first_multiplying_hop: p.first_multiplying_hop,
+                funnel: p.funnel,
+                findings,
+                first_start_ms: p.first_start_ms,
+                last_finish_ms: p.last_finish_ms,
+                overlap_ms: p.overlap_ms,
             }
         })
         .collect();
-    // Operations whose every event was a problem have no attempts and no result.
-    operations.retain(|o| o.total_attempts() > 0);
     operations.par_sort_unstable_by(|a, b| a.key.cmp(&b.key));
 
     Ok(Analysis {
@@ -191,7 +297,7 @@ pub fn analyze(
         bursts,
         burst_operations,
         issues,
-        duplicate_events,
+        duplicate_events: duplicates.len() as u64,
         duplicate_examples,
         duplicate_effects,
         unfinished_per_hop,
@@ -227,16 +333,10 @@ fn group_by_operation(events: &[Event], operations: usize) -> ByOperation {
     ByOperation { offsets, order }
 }
 
-fn detect_bursts(work: &[OperationWork], rules: &Rules) -> Vec<Burst> {
+fn detect_bursts(retries: Vec<(u16, RetryPoint)>, rules: &Rules) -> Vec<Burst> {
     let mut per_hop: Vec<Vec<RetryPoint>> = vec![Vec::new(); rules.hops.len()];
-    for w in work {
-        for r in &w.facts.retry_starts {
-            per_hop[r.hop as usize].push(RetryPoint {
-                start_ms: r.start_ms,
-                op: w.op,
-                delay_ms: r.delay_ms,
-            });
-        }
+    for (hop, point) in retries {
+        per_hop[hop as usize].push(point);
     }
     per_hop
         .into_par_iter()
@@ -250,19 +350,25 @@ fn detect_bursts(work: &[OperationWork], rules: &Rules) -> Vec<Burst> {
         .collect()
 }
 
-fn attempt_columns(work: &[OperationWork]) -> AttemptColumns {
-    let mut cols = AttemptColumns::default();
-    for w in work {
-        for (a, role) in w.normalized.attempts.iter().zip(&w.facts.roles) {
-            push_attempt(&mut cols, a, *role);
-        }
+impl AttemptColumns {
+    fn push(&mut self, a: &Attempt, role: Role) {
+        self.hop.push(u32::from(a.hop));
+        self.duration_ms.push(a.duration_ms());
+        self.role.push(role);
+        self.success.push(a.outcome.map(|o| o.is_success()));
     }
-    cols
-}
 
-fn push_attempt(cols: &mut AttemptColumns, a: &Attempt, role: Role) {
-    cols.hop.push(u32::from(a.hop));
-    cols.duration_ms.push(a.duration_ms());
-    cols.role.push(role);
-    cols.success.push(a.outcome.map(|o| o.is_success()));
+    fn reserve_exact(&mut self, n: usize) {
+        self.hop.reserve_exact(n);
+        self.duration_ms.reserve_exact(n);
+        self.role.reserve_exact(n);
+        self.success.reserve_exact(n);
+    }
+
+    fn append(&mut self, other: &mut AttemptColumns) {
+        self.hop.append(&mut other.hop);
+        self.duration_ms.append(&mut other.duration_ms);
+        self.role.append(&mut other.role);
+        self.success.append(&mut other.success);
+    }
 }

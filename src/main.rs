@@ -15,6 +15,7 @@ mod ingest;
 mod model;
 mod normalize;
 mod policy;
+mod profile;
 mod report;
 mod summary;
 
@@ -73,9 +74,13 @@ fn run(cli: Cli) -> Result<i32> {
 }
 
 fn analyze(config: AnalyzeConfig) -> Result<i32> {
+    let mut stages = profile::Stages::from_env();
     let ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
+    stages.mark("ingest");
     let analysis = analysis::analyze(ingested, &config.rules, config.input.bad_input)?;
+    stages.mark("normalize+group+classify");
     let mut summary = summary::summarize(&analysis, &config.rules, config.top)?;
+    stages.mark("summary");
     if !config.gate.conditions.is_empty() {
         summary.gate = Some(gate::evaluate(
             &config.gate.conditions,
@@ -87,6 +92,7 @@ fn analyze(config: AnalyzeConfig) -> Result<i32> {
     }
     let bytes = report::render(config.format, &summary, &analysis, &config.rules)?;
     write_output(config.output.as_deref(), &bytes)?;
+    stages.mark("report");
     let mut code = exit_codes::SUCCESS;
     if let Some(report) = &summary.gate {
         if let Some(path) = &config.gate.junit {

@@ -102,6 +102,7 @@ impl Ingested {
 /// Reads every input named in `config`, in order.
 pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
     let mut out = Ingested::default();
+    reserve_for(&config.paths, &mut out);
     for path in &config.paths {
         let name = path.display();
         let reader: Box<dyn Read> = match path {
@@ -116,6 +117,23 @@ pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
             .with_context(|| format!("could not read '{name}'"))?;
     }
     Ok(out)
+}
+
+/// The shortest event line worth reserving for: `{"operation_id":"a","start_ms":1}` and
+/// a newline. Reserving for the most events the files can hold costs only address space
+/// (pages never touched are never resident) and saves growing a vector of millions of
+/// events by copying, which on a 1 M-event input was a tenth of the run.
+const MIN_EVENT_LINE_BYTES: u64 = 35;
+
+fn reserve_for(paths: &[InputPath], out: &mut Ingested) {
+    let bytes: u64 = paths
+        .iter()
+        .filter_map(|p| match p {
+            InputPath::File(p) => std::fs::metadata(p).ok().map(|m| m.len()),
+            InputPath::Stdin => None,
+        })
+        .sum();
+    out.events.reserve((bytes / MIN_EVENT_LINE_BYTES) as usize);
 }
 
 fn read_one(

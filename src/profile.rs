@@ -1,0 +1,39 @@
+//! Stage timings for profiling: with `ATTEMPT_FUNNEL_PROFILE=1`, each pipeline stage's
+//! wall time and the process's resident memory after it go to stderr. Off by default;
+//! BENCHMARKS.md's "where the time goes" comes from it.
+
+use std::time::Instant;
+
+pub struct Stages {
+    enabled: bool,
+    since: Instant,
+}
+
+impl Stages {
+    pub fn from_env() -> Stages {
+        Stages {
+            enabled: std::env::var_os("ATTEMPT_FUNNEL_PROFILE").is_some_and(|v| v != "0"),
+            since: Instant::now(),
+        }
+    }
+
+    pub fn mark(&mut self, stage: &str) {
+        if !self.enabled {
+            return;
+        }
+        let now = Instant::now();
+        eprintln!(
+            "profile: {stage:<26} {:>8.3} s   rss {:>6} MB",
+            (now - self.since).as_secs_f64(),
+            resident_mb().map_or("?".to_string(), |mb| mb.to_string())
+        );
+        self.since = now;
+    }
+}
+
+/// Resident set size from /proc (Linux); `None` elsewhere.
+fn resident_mb() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * 4096 / (1 << 20))
+}
