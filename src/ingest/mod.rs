@@ -47,7 +47,7 @@ pub struct Ingested {
     /// Non-blank lines read.
     pub lines_read: u64,
     pub issues: Vec<InputIssue>,
-    op_index: HashMap<(Option<Sym>, Sym), u32>,
+    op_index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
 }
 
 impl Ingested {
@@ -208,10 +208,14 @@ fn parse_chunk(
     hops: &HopOrder,
     out: &mut Ingested,
 ) -> Result<u64> {
-    let mut lines: Vec<&[u8]> = chunk.split(|&b| b == b'\n').collect();
-    // A chunk ending in a newline splits into one empty slice past it; it is not a line.
-    if chunk.last() == Some(&b'\n') {
-        lines.pop();
+    let mut lines: Vec<&[u8]> = Vec::with_capacity(chunk.len() / 64);
+    let mut line_start = 0;
+    for newline in memchr::memchr_iter(b'\n', chunk) {
+        lines.push(&chunk[line_start..newline]);
+        line_start = newline + 1;
+    }
+    if line_start < chunk.len() {
+        lines.push(&chunk[line_start..]);
     }
     let last = lines.len().saturating_sub(1);
     let truncated_tail = at_eof && chunk.last() != Some(&b'\n');
