@@ -1283,3 +1283,41 @@ fn markdown_puts_the_gate_table_first_and_stays_small_enough_for_a_job_summary()
     run.expect_code(0);
     assert!(run.stdout_text().contains("\n## Gate: passed\n"));
 }
+
+// ---------------------------------------------------------------------------------------
+// The documentation
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn the_gate_output_shown_in_docs_ci_md_is_what_the_binary_prints() {
+    let doc = std::fs::read_to_string(root().join("docs/ci.md")).expect("docs/ci.md");
+    let prompt = "$ attempt-funnel analyze --policy fixtures/";
+    let mut checked = 0;
+    for block in doc.split("```console\n").skip(1) {
+        let block = &block[..block.find("```").expect("closed block")];
+        let mut lines = block.lines();
+        let Some(command) = lines.next().filter(|l| l.starts_with(prompt)) else {
+            continue;
+        };
+        // Files the command writes go to a temporary directory instead.
+        let outputs: Vec<TempFile> = (0..2).map(|_| TempFile::reserve("doc-output")).collect();
+        let mut args: Vec<String> = Vec::new();
+        let mut words = command.trim_start_matches("$ attempt-funnel ").split(' ');
+        while let Some(word) = words.next() {
+            args.push(word.to_string());
+            if word == "--output" || word == "--junit" {
+                words.next();
+                let out = &outputs[usize::from(word == "--junit")];
+                args.push(out.path().to_str().unwrap().to_string());
+            }
+        }
+        let shown: Vec<&str> = lines.by_ref().take_while(|l| *l != "$ echo $?").collect();
+        let code: i32 = lines.next().expect("exit code").parse().expect("a number");
+        let run = run(&args);
+        run.expect_code(code);
+        let printed: Vec<&str> = run.stderr.lines().collect();
+        assert_eq!(printed, shown, "docs/ci.md: {command}");
+        checked += 1;
+    }
+    assert_eq!(checked, 2, "the passing and the failing example");
+}
