@@ -8,8 +8,11 @@
 //!   `amplification[@HOP]` (attempts ÷ operations), `retry-ratio[@HOP]` (retries and
 //!   redeliveries ÷ originals), `bursts`, `unfinished-attempts`, `orphan-attempts` or
 //!   `duplicate-effects`; without `@HOP` a per-hop metric is checked at its worst hop;
-//! - OP is one of `>`, `>=`, `<`, `<=`, `==`, `!=`;
-//! - LIMIT is a number, or a percentage (`1%`) of operations for classes and findings.
+//! - OP is one of `>`, `>=`, `<`, `<=`, `==` (or `=`), `!=`;
+//! - LIMIT is a number of at least 0, or, for classes and findings, a percentage of
+//!   operations (`1%`, at most 100%).
+//!
+//! The user documentation of this grammar is docs/ci.md.
 //!
 //! The condition says when to FAIL: `--fail-on 'overlap > 1%'` fails when more than 1% of
 //! operations are `overlap`.
