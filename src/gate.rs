@@ -8,8 +8,11 @@
 //!   `amplification[@HOP]` (attempts ÷ operations), `retry-ratio[@HOP]` (retries and
 //!   redeliveries ÷ originals), `bursts`, `unfinished-attempts`, `orphan-attempts` or
 //!   `duplicate-effects`; without `@HOP` a per-hop metric is checked at its worst hop;
-//! - OP is one of `>`, `>=`, `<`, `<=`, `==`, `!=`;
-//! - LIMIT is a number, or a percentage (`1%`) of operations for classes and findings.
+//! - OP is one of `>`, `>=`, `<`, `<=`, `==` (or `=`), `!=`;
+//! - LIMIT is a number of at least 0, or, for classes and findings, a percentage of
+//!   operations (`1%`, at most 100%).
+//!
+//! The user documentation of this grammar is docs/ci.md.
 //!
 //! The condition says when to FAIL: `--fail-on 'overlap > 1%'` fails when more than 1% of
 //! operations are `overlap`.
@@ -149,6 +152,14 @@ pub fn parse_condition(text: &str, hops: &HopOrder, origin: Origin) -> Result<Co
     if share && !matches!(metric, Metric::Class(_) | Metric::Finding { .. }) {
         bail!("condition '{text}': '{name}' is not counted in operations, so it takes a plain number, not a percentage (e.g. --fail-on 'amplification@dependency > 2.5')");
     }
+    // Every metric is 0 or more and a share at most 100%: a limit outside that range would
+    // make the condition always or never hold, which is a typo, not a gate.
+    if limit < 0.0 {
+        bail!("condition '{text}': limit '{limit_text}' is negative, but every metric is 0 or more (e.g. {EXAMPLE})");
+    }
+    if share && limit > 100.0 {
+        bail!("condition '{text}': limit '{limit_text}' is more than 100% of operations (e.g. {EXAMPLE})");
+    }
     Ok(Condition {
         text: trimmed.to_string(),
         metric,
@@ -182,6 +193,12 @@ fn parse_metric(name: &str, hops: &HopOrder) -> Result<Metric, String> {
     }
     if let Some(kind) = FINDINGS.iter().find(|k| k.name() == base) {
         return Ok(Metric::Finding { kind: *kind, hop });
+    }
+    if let (Some(_), Some(_)) = (hop, Class::parse(base)) {
+        let at = &name[base.len()..];
+        return Err(format!(
+            "'{base}' is a class: each operation has one, not one per hop; drop '{at}', or use a finding at that hop such as 'retries{at}'"
+        ));
     }
     let metric = match base {
         "amplification" => Metric::Amplification { hop },
@@ -230,7 +247,8 @@ pub struct ThresholdResult {
 }
 
 impl ThresholdResult {
-    /// `measured 22 operations (5.5%), limit 0`
+    /// `measured 22, limit 0`; `measured 6.00%, limit 1.00%`; `measured 1.968 at dependency,
+    /// limit 1.500`
     pub fn describe(&self) -> String {
         let value = |v: f64| match self.unit {
             "share" => format!("{:.2}%", v * 100.0),
@@ -415,6 +433,10 @@ fn breaches(o: &OperationResult, c: &Condition, hop: Option<u16>) -> bool {
         // A floor on a class (`healthy < 95%`) is breached by the operations outside it.
         Metric::Class(class) => (o.class == class) == c.cmp.fails_high(),
         Metric::Finding { .. } => has_finding(o, c.metric) == c.cmp.fails_high(),
+        // The other metrics are sums over operations: the operations that add to them are
+        // behind a ceiling's breach; a floor (`<`, `<=`) is breached by what is missing, and
+        // no operation is to blame.
+        _ if !c.cmp.fails_high() => false,
         Metric::Amplification { .. } => hop.is_some_and(|h| o.funnel[h as usize] > 1),
         Metric::RetryRatio { .. } => {
             has_kind(o, FindingKind::Retries, hop) || has_kind(o, FindingKind::Redelivery, hop)
@@ -456,11 +478,14 @@ pub fn junit_xml(report: &GateReport) -> String {
         );
         if t.breached {
             let message = format!("{}: {}", t.condition, t.describe());
+            let mut text = message.clone();
+            if t.operations > 0 {
+                text += &format!("\noperations: {}", t.operations_text());
+            }
             out += &format!(
-                ">\n      <failure type=\"threshold\" message=\"{}\">{}\noperations: {}</failure>\n    </testcase>\n",
+                ">\n      <failure type=\"threshold\" message=\"{}\">{}</failure>\n    </testcase>\n",
                 xml_escape(&message),
-                xml_escape(&message),
-                xml_escape(&t.operations_text())
+                xml_escape(&text),
             );
         } else {
             out += &format!(
@@ -493,13 +518,15 @@ pub fn log_lines(report: &GateReport) -> Vec<String> {
         ),
     }];
     for t in &report.thresholds {
-        if t.breached {
+        if t.breached && t.operations > 0 {
             lines.push(format!(
                 "  BREACHED {}: {}; operations: {}",
                 t.condition,
                 t.describe(),
                 t.operations_text()
             ));
+        } else if t.breached {
+            lines.push(format!("  BREACHED {}: {}", t.condition, t.describe()));
         } else {
             lines.push(format!("  ok       {}: {}", t.condition, t.describe()));
         }
@@ -594,12 +621,39 @@ mod tests {
             ("retries@cache > 1", "unknown hop 'cache'"),
             ("amplification > 10%", "plain number"),
             ("overlap", "no comparison"),
+            ("nested-retry@gateway > 0", "'nested-retry' is a class"),
+            ("healthy < 150%", "more than 100%"),
+            ("bursts > -1", "negative"),
         ];
         for (text, expected) in cases {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(expected), "{text}: {err}");
             assert!(err.contains("--fail-on '"), "{text}: no example in {err}");
         }
+    }
+
+    #[test]
+    fn a_breach_with_no_operation_to_blame_lists_none() {
+        let report = GateReport {
+            passed: false,
+            report_only: false,
+            thresholds: vec![ThresholdResult {
+                condition: "amplification@caller < 1.5".to_string(),
+                origin: Origin::Flag,
+                measured: 1.2,
+                limit: 1.5,
+                unit: "ratio",
+                hop: Some("caller".to_string()),
+                breached: true,
+                operations: 0,
+                operation_ids: vec![],
+            }],
+        };
+        assert_eq!(
+            log_lines(&report)[1],
+            "  BREACHED amplification@caller < 1.5: measured 1.200 at caller, limit 1.500"
+        );
+        assert!(!junit_xml(&report).contains("operations:"));
     }
 
     #[test]

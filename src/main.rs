@@ -94,11 +94,26 @@ fn analyze(config: AnalyzeConfig) -> Result<i32> {
     write_output(config.output.as_deref(), &bytes)?;
     stages.mark("report");
     let mut code = exit_codes::SUCCESS;
-    if let Some(report) = &summary.gate {
-        if let Some(path) = &config.gate.junit {
-            std::fs::write(path, gate::junit_xml(report))
-                .with_context(|| format!("could not write '{}'", path.display()))?;
+    if let Some(path) = &config.gate.junit {
+        // Written even without conditions, so that the CI step uploading it finds it.
+        let empty = gate::GateReport {
+            passed: true,
+            report_only: config.gate.report_only,
+            thresholds: Vec::new(),
+        };
+        if summary.gate.is_none() {
+            eprintln!(
+                "attempt-funnel: --junit: no failure conditions (give --fail-on, or fail_on in the --policy file); '{}' has no test cases",
+                path.display()
+            );
         }
+        std::fs::write(
+            path,
+            gate::junit_xml(summary.gate.as_ref().unwrap_or(&empty)),
+        )
+        .with_context(|| format!("could not write '{}'", path.display()))?;
+    }
+    if let Some(report) = &summary.gate {
         for line in gate::log_lines(report) {
             eprintln!("{line}");
         }
@@ -202,6 +217,13 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
         (None, None) => config::DEFAULT_HOPS.iter().map(|s| s.to_string()).collect(),
     };
     let mut rules = Rules::new(HopOrder::new(hop_names)?);
+    // Checked here, before the policy's values are applied, so that a policy error names
+    // the policy and its key, not the flag the value would otherwise have come from.
+    if let Some(path) = &args.policy {
+        policy
+            .check_hops(&rules.hops)
+            .with_context(|| format!("invalid policy '{}'", path.display()))?;
+    }
     let policy_budgets: Vec<String> = policy
         .budgets
         .iter()
@@ -254,8 +276,10 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
             .map(|t| gate::parse_condition(t, &rules.hops, origin))
             .collect()
     };
-    let from_policy =
-        parse_all(&policy.fail_on, Origin::Policy).context("in the policy's fail_on")?;
+    let from_policy = parse_all(&policy.fail_on, Origin::Policy).with_context(|| {
+        let path = args.policy.as_deref().unwrap_or(Path::new("-"));
+        format!("invalid policy '{}': fail_on", path.display())
+    })?;
     let from_flags = parse_all(&args.fail_on, Origin::Flag).context("in --fail-on")?;
     Ok(AnalyzeConfig {
         input: input_config(args.input),

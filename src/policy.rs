@@ -23,6 +23,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
+use crate::config::HopOrder;
+
 /// A valid policy, shown in every policy error so the fix is one copy away.
 pub const EXAMPLE: &str = r#"fail_on = ["nested-retry > 0", "overlap > 1%"]
 allow_overlap = ["dependency"]
@@ -56,6 +58,71 @@ pub struct BurstPolicy {
     pub min_ops: Option<usize>,
 }
 
+impl Policy {
+    /// Checks what the TOML types cannot: the hop list, budgets and burst parameters in
+    /// range. Errors name the key, as the flags' errors name the flag.
+    fn check(&self) -> Result<(), String> {
+        if let Some(hops) = &self.hops {
+            if hops.is_empty() {
+                return Err("hops = []: name at least one hop, upstream first, e.g. hops = [\"caller\", \"gateway\", \"dependency\"]".to_string());
+            }
+            for (i, hop) in hops.iter().enumerate() {
+                if hop.is_empty() || hop.contains(char::is_whitespace) {
+                    return Err(format!("hops: hop name {hop:?} is empty or has spaces"));
+                }
+                if hops[..i].contains(hop) {
+                    return Err(format!("hops: hop \"{hop}\" is listed twice"));
+                }
+            }
+        }
+        if let Some((hop, _)) = self.budgets.iter().find(|(_, &n)| n == 0) {
+            return Err(format!(
+                "budgets.{hop} = 0: a budget counts the original attempt too, so it is at least 1"
+            ));
+        }
+        if let Some(w) = self
+            .burst
+            .window_ms
+            .filter(|w| !(w.is_finite() && *w > 0.0))
+        {
+            return Err(format!(
+                "burst.window_ms = {w}: must be a positive number of milliseconds"
+            ));
+        }
+        if let Some(n) = self.burst.min_ops.filter(|&n| n < 2) {
+            return Err(format!(
+                "burst.min_ops = {n}: a burst spans several operations, so at least 2"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that every hop the policy names (in `budgets`, `allow_overlap`, `queue_hops`)
+    /// is in the hop order in force, which `--hops` may have set.
+    pub fn check_hops(&self, hops: &HopOrder) -> Result<()> {
+        let named = self
+            .budgets
+            .keys()
+            .map(|hop| ("budgets", hop))
+            .chain(self.allow_overlap.iter().map(|hop| ("allow_overlap", hop)))
+            .chain(
+                self.queue_hops
+                    .iter()
+                    .flatten()
+                    .map(|hop| ("queue_hops", hop)),
+            );
+        for (key, hop) in named {
+            if hops.index_of(hop).is_none() {
+                return Err(with_example(&format!(
+                    "{key} names unknown hop \"{hop}\"; known hops are {}",
+                    hops.names().join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 pub fn load(path: &Path) -> Result<Policy> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("could not read policy '{}'", path.display()))?;
@@ -63,12 +130,15 @@ pub fn load(path: &Path) -> Result<Policy> {
 }
 
 pub fn parse(text: &str) -> Result<Policy> {
-    toml::from_str(text).map_err(|e| {
-        anyhow::anyhow!(
-            "{}\nA valid policy looks like this (see docs/ci.md):\n{EXAMPLE}",
-            e.to_string().trim_end()
-        )
-    })
+    let policy: Policy =
+        toml::from_str(text).map_err(|e| with_example(e.to_string().trim_end()))?;
+    policy.check().map_err(|e| with_example(&e))?;
+    Ok(policy)
+}
+
+/// A policy error, followed by a valid policy to copy from.
+fn with_example(message: &str) -> anyhow::Error {
+    anyhow::anyhow!("{message}\nA valid policy looks like this (see docs/ci.md):\n{EXAMPLE}")
 }
 
 #[cfg(test)]
@@ -87,6 +157,37 @@ mod tests {
         let err = format!("{:#}", parse("fail-on = [\"x > 1\"]").unwrap_err());
         assert!(err.contains("fail-on"), "{err}");
         assert!(err.contains("fail_on = ["), "{err}");
+    }
+
+    #[test]
+    fn values_out_of_range_are_named_with_an_example() {
+        let cases = [
+            ("hops = []", "hops = []"),
+            ("hops = [\"caller\", \"caller\"]", "listed twice"),
+            ("[budgets]\ngateway = 0", "budgets.gateway = 0"),
+            ("[burst]\nwindow_ms = -5.0", "burst.window_ms = -5"),
+            ("[burst]\nmin_ops = 1", "burst.min_ops = 1"),
+        ];
+        for (text, expected) in cases {
+            let err = format!("{:#}", parse(text).unwrap_err());
+            assert!(err.contains(expected), "{text}: {err}");
+            assert!(err.contains("fail_on = ["), "{text}: no example in {err}");
+        }
+    }
+
+    #[test]
+    fn hops_the_policy_names_must_be_in_the_hop_order() {
+        let hops = HopOrder::default();
+        let p = parse("allow_overlap = [\"cache\"]").unwrap();
+        let err = format!("{:#}", p.check_hops(&hops).unwrap_err());
+        assert!(
+            err.contains("allow_overlap names unknown hop \"cache\""),
+            "{err}"
+        );
+        let p = parse("[budgets]\nedge = 2").unwrap();
+        let err = format!("{:#}", p.check_hops(&hops).unwrap_err());
+        assert!(err.contains("budgets names unknown hop \"edge\""), "{err}");
+        parse(EXAMPLE).unwrap().check_hops(&hops).unwrap();
     }
 
     #[test]
