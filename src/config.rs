@@ -206,6 +206,8 @@ pub struct InputConfig {
     pub paths: Vec<InputPath>,
     pub format: InputFormat,
     pub bad_input: BadInputPolicy,
+    /// Show a progress line on stderr while reading (stderr is a terminal, not under CI).
+    pub progress: bool,
 }
 
 /// The resolved configuration of `analyze`.

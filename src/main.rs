@@ -173,6 +173,7 @@ fn input_config(args: InputArgs) -> InputConfig {
         } else {
             BadInputPolicy::Report
         },
+        progress: ingest::progress::wanted(),
     }
 }
 
