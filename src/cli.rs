@@ -62,6 +62,7 @@ pub struct AnalyzeArgs {
     pub format: FormatArg,
 
     /// Write the report to FILE instead of standard output ('-' is standard output).
+    /// Required by '--format parquet'.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -128,6 +129,8 @@ pub enum FormatArg {
     Csv,
     /// The summary as GitHub-flavoured Markdown (incident documents, CI job summaries).
     Markdown,
+    /// The per-operation rows as a Parquet file; needs --output FILE.
+    Parquet,
 }
 
 #[cfg(test)]

@@ -182,6 +182,8 @@ pub enum OutputFormat {
     Jsonl,
     Csv,
     Markdown,
+    /// The per-operation rows as a Parquet file (binary: only to `--output FILE`).
+    Parquet,
 }
 
 /// Where input comes from.

@@ -18,7 +18,7 @@ mod policy;
 mod report;
 mod summary;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -177,6 +177,20 @@ fn input_config(args: InputArgs) -> InputConfig {
     }
 }
 
+/// Parquet is binary: it goes to a file, or to stdout only when asked for with `-o -` and
+/// stdout is not a terminal.
+fn check_parquet_output(output: Option<&Path>) -> Result<()> {
+    match output {
+        None => anyhow::bail!(
+            "--format parquet writes a binary file: add --output FILE, e.g. --output operations.parquet"
+        ),
+        Some(p) if p == Path::new("-") && std::io::stdout().is_terminal() => anyhow::bail!(
+            "--format parquet will not write binary data to a terminal: use --output FILE, e.g. --output operations.parquet"
+        ),
+        Some(_) => Ok(()),
+    }
+}
+
 /// Resolves the rules: defaults, then the policy file, then flags.
 fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
     let hop_names = match (&args.input.hops, &policy.hops) {
@@ -240,6 +254,9 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
     let from_policy =
         parse_all(&policy.fail_on, Origin::Policy).context("in the policy's fail_on")?;
     let from_flags = parse_all(&args.fail_on, Origin::Flag).context("in --fail-on")?;
+    if matches!(args.format, FormatArg::Parquet) {
+        check_parquet_output(args.output.as_deref())?;
+    }
     Ok(AnalyzeConfig {
         input: input_config(args.input),
         format: match args.format {
@@ -248,6 +265,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
             FormatArg::Jsonl => OutputFormat::Jsonl,
             FormatArg::Csv => OutputFormat::Csv,
             FormatArg::Markdown => OutputFormat::Markdown,
+            FormatArg::Parquet => OutputFormat::Parquet,
         },
         output: args.output,
         top: args.top,
