@@ -25,12 +25,15 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct InputArgs {
-    /// Input files of attempt events (JSON Lines or logfmt, detected per file). With none,
-    /// or with '-', events are read from standard input.
+    /// Input files of attempt events: JSON Lines, logfmt or Parquet, plain or compressed
+    /// with gzip or zstd, all detected per file from its content. A directory means every
+    /// file under it (hidden ones skipped); a quoted glob pattern such as 'logs/*.jsonl.gz'
+    /// is expanded. With none, or with '-', events are read from standard input.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
-    /// Line format of the inputs. 'auto' looks at each file's first line.
+    /// Line format of text inputs. 'auto' looks at each file's first line. Compression and
+    /// Parquet are always detected from the content.
     #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
     pub input_format: InputFormatArg,
 
@@ -59,6 +62,7 @@ pub struct AnalyzeArgs {
     pub format: FormatArg,
 
     /// Write the report to FILE instead of standard output ('-' is standard output).
+    /// Required by '--format parquet'.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 
@@ -125,6 +129,8 @@ pub enum FormatArg {
     Csv,
     /// The summary as GitHub-flavoured Markdown (incident documents, CI job summaries).
     Markdown,
+    /// The per-operation rows as a Parquet file; needs --output FILE.
+    Parquet,
 }
 
 #[cfg(test)]

@@ -182,6 +182,8 @@ pub enum OutputFormat {
     Jsonl,
     Csv,
     Markdown,
+    /// The per-operation rows as a Parquet file (binary: only to `--output FILE`).
+    Parquet,
 }
 
 /// Where input comes from.
@@ -206,6 +208,8 @@ pub struct InputConfig {
     pub paths: Vec<InputPath>,
     pub format: InputFormat,
     pub bad_input: BadInputPolicy,
+    /// Show a progress line on stderr while reading (stderr is a terminal, not under CI).
+    pub progress: bool,
 }
 
 /// The resolved configuration of `analyze`.

@@ -19,7 +19,7 @@ mod profile;
 mod report;
 mod summary;
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -206,6 +206,21 @@ fn input_config(args: InputArgs) -> InputConfig {
         } else {
             BadInputPolicy::Report
         },
+        progress: ingest::progress::wanted(),
+    }
+}
+
+/// Parquet is binary: it goes to a file, or to stdout only when asked for with `-o -` and
+/// stdout is not a terminal.
+fn check_parquet_output(output: Option<&Path>) -> Result<()> {
+    match output {
+        None => anyhow::bail!(
+            "--format parquet writes a binary file: add --output FILE, e.g. --output operations.parquet"
+        ),
+        Some(p) if p == Path::new("-") && std::io::stdout().is_terminal() => anyhow::bail!(
+            "--format parquet will not write binary data to a terminal: use --output FILE, e.g. --output operations.parquet"
+        ),
+        Some(_) => Ok(()),
     }
 }
 
@@ -281,6 +296,9 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         format!("invalid policy '{}': fail_on", path.display())
     })?;
     let from_flags = parse_all(&args.fail_on, Origin::Flag).context("in --fail-on")?;
+    if matches!(args.format, FormatArg::Parquet) {
+        check_parquet_output(args.output.as_deref())?;
+    }
     Ok(AnalyzeConfig {
         input: input_config(args.input),
         format: match args.format {
@@ -289,6 +307,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
             FormatArg::Jsonl => OutputFormat::Jsonl,
             FormatArg::Csv => OutputFormat::Csv,
             FormatArg::Markdown => OutputFormat::Markdown,
+            FormatArg::Parquet => OutputFormat::Parquet,
         },
         output: args.output,
         top: args.top,

@@ -28,5 +28,6 @@ pub fn render(
         OutputFormat::Jsonl => rows::jsonl(analysis, &rules.hops)?,
         OutputFormat::Csv => rows::csv(analysis, &rules.hops)?,
         OutputFormat::Markdown => markdown::render(summary).into_bytes(),
+        OutputFormat::Parquet => rows::parquet(analysis, &rules.hops)?,
     })
 }

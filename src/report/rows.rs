@@ -1,5 +1,5 @@
-//! Per-operation formats: JSON Lines (one object per operation) and CSV (via polars, with
-//! one `<hop>_attempts` column per hop, like the usual jq funnel one-liner).
+//! Per-operation formats: JSON Lines (one object per operation), and CSV and Parquet (via
+//! polars, with one `<hop>_attempts` column per hop, like the usual jq funnel one-liner).
 
 use polars::prelude::*;
 
@@ -96,5 +96,13 @@ pub fn csv(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
     CsvWriter::new(&mut out)
         .include_header(true)
         .finish(&mut frame)?;
+    Ok(out)
+}
+
+/// The per-operation table as a Parquet file (polars' default compression, zstd).
+pub fn parquet(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
+    let mut frame = operation_frame(analysis, hops)?;
+    let mut out = Vec::new();
+    ParquetWriter::new(&mut out).finish(&mut frame)?;
     Ok(out)
 }

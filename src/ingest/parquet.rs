@@ -1,0 +1,401 @@
+//! Parquet input: one attempt event per row, read with polars.
+//!
+//! Columns carry the JSON Lines key names (snake_case, or the camelCase spellings JSON
+//! Lines accepts; see [`COLUMNS`]); every column is optional except `operation_id`, and
+//! other columns are ignored. A cell may be a string,
+//! an integer, a float or a boolean, and a null cell is a missing key. Each row becomes the
+//! same [`RawFields`] a JSON Lines line becomes and goes through the same
+//! [`RawFields::check`], so a row is accepted, rejected and reported (`path:row: message`,
+//! rows counted from 1) exactly as the equivalent line would be:
+//!
+//! ```text
+//! operation_id  test_run_id  hop      attempt  start_ms       finish_ms      outcome
+//! "op-1"        "run-7"      gateway  2        1700000001250  1700000001290  "503"
+//! ```
+//!
+//! Times are numbers (milliseconds) or strings (milliseconds, or RFC 3339 as in `start`,
+//! `finish`, `ts` and `time`); Parquet timestamp columns are not read (cast them to epoch
+//! milliseconds when writing the file).
+//!
+//! The file is read [`ROWS_PER_SLICE`] rows at a time, so memory holds one slice of decoded
+//! columns, not the whole file.
+
+use std::borrow::Cow;
+
+use anyhow::{bail, Context, Result};
+use polars::io::mmap::MmapBytesReader;
+use polars::prelude::{Column, DataFrame, DataType, ParquetReader, SerReader, Series};
+
+use super::fields::{RawFields, Scalar};
+use super::progress::{ByteCounter, Progress};
+use super::source::{Input, ParquetData};
+use super::{Ingested, InputIssue};
+use crate::config::{BadInputPolicy, HopOrder, InputConfig};
+use crate::model::SourceRef;
+
+/// Rows decoded at a time: enough to amortise the per-slice overhead of polars, few enough
+/// that a slice of decoded columns stays in the tens of megabytes.
+const ROWS_PER_SLICE: usize = 1 << 18;
+
+/// Where a column's value goes in [`RawFields`].
+type Slot = for<'r, 'a> fn(&'r mut RawFields<'a>) -> &'r mut Option<Scalar<'a>>;
+
+/// The columns read: each key with every spelling JSON Lines accepts for it (snake_case
+/// first), and its place in [`RawFields`].
+const COLUMNS: [(&[&str], Slot); 21] = [
+    (&["operation_id", "operationId", "operation"], |f| {
+        &mut f.operation_id
+    }),
+    (&["test_run_id", "testRunId", "run"], |f| &mut f.test_run_id),
+    (&["hop"], |f| &mut f.hop),
+    (&["attempt"], |f| &mut f.attempt),
+    (&["start_ms", "startMs"], |f| &mut f.start_ms),
+    (&["finish_ms", "finishMs"], |f| &mut f.finish_ms),
+    (&["start"], |f| &mut f.start),
+    (&["finish"], |f| &mut f.finish),
+    (&["outcome"], |f| &mut f.outcome),
+    (&["target"], |f| &mut f.target),
+    (&["message_id", "messageId"], |f| &mut f.message_id),
+    (&["delivery"], |f| &mut f.delivery),
+    (&["span_id", "spanId"], |f| &mut f.span_id),
+    (&["parent_id", "parentId"], |f| &mut f.parent_id),
+    (&["delay_ms", "delayMs"], |f| &mut f.delay_ms),
+    (&["retry_after_ms", "retryAfterMs"], |f| {
+        &mut f.retry_after_ms
+    }),
+    (&["effect"], |f| &mut f.effect),
+    (&["event"], |f| &mut f.event),
+    (&["ts"], |f| &mut f.ts),
+    (&["t_ms", "tMs"], |f| &mut f.t_ms),
+    (&["time"], |f| &mut f.time),
+];
+
+/// A column of the file that is read: its name, the key it holds, where the value goes.
+#[derive(Clone, Copy)]
+struct Wanted {
+    column: &'static str,
+    key: &'static str,
+    slot: Slot,
+}
+
+/// Reads one Parquet input into `out`.
+pub(super) fn read(
+    data: ParquetData,
+    input: &Input,
+    file: u32,
+    config: &InputConfig,
+    hops: &HopOrder,
+    progress: &mut Progress,
+    out: &mut Ingested,
+) -> Result<()> {
+    let reading = Reading {
+        size: input.size,
+        counter: progress.counter(),
+        file,
+        name: &input.name,
+        config,
+        hops,
+    };
+    match data {
+        ParquetData::File(mut f) => reading.run(&mut f, progress, out),
+        ParquetData::Memory(mut m) => reading.run(&mut m, progress, out),
+    }
+}
+
+struct Reading<'c> {
+    size: Option<u64>,
+    counter: ByteCounter,
+    file: u32,
+    name: &'c str,
+    config: &'c InputConfig,
+    hops: &'c HopOrder,
+}
+
+impl Reading<'_> {
+    fn run<R: MmapBytesReader>(
+        &self,
+        data: &mut R,
+        progress: &mut Progress,
+        out: &mut Ingested,
+    ) -> Result<()> {
+        let mut reader = ParquetReader::new(&mut *data);
+        let schema = reader.schema().context("not a readable Parquet file")?;
+        let present: Vec<Wanted> = COLUMNS
+            .iter()
+            .flat_map(|&(spellings, slot)| {
+                spellings.iter().map(move |&column| Wanted {
+                    column,
+                    key: spellings[0],
+                    slot,
+                })
+            })
+            .filter(|wanted| schema.contains(wanted.column))
+            .collect();
+        if !present.iter().any(|wanted| wanted.key == "operation_id") {
+            bail!("the Parquet file has no operation_id column: name its columns as the JSON Lines keys (operation_id, test_run_id, hop, attempt, start_ms, finish_ms, outcome, …; see docs/input.md)");
+        }
+        let metadata = reader
+            .get_metadata()
+            .context("not a readable Parquet file")?
+            .clone();
+        let rows = metadata.num_rows;
+        let mut bytes_counted = 0;
+        let mut offset = 0;
+        while offset < rows {
+            let len = ROWS_PER_SLICE.min(rows - offset);
+            let mut reader = ParquetReader::new(&mut *data)
+                .with_columns(Some(present.iter().map(|w| w.column.to_string()).collect()))
+                .with_slice(Some((offset, len)));
+            reader.set_metadata(metadata.clone());
+            let frame = reader
+                .finish()
+                .context("could not decode the Parquet file")?;
+            self.rows(&frame, &present, offset, out)?;
+            offset += len;
+            if let Some(size) = self.size {
+                // Bytes are not read in order; count the share of rows done instead.
+                let done = (size as u128 * offset as u128 / rows as u128) as u64;
+                self.counter.add(done - bytes_counted);
+                bytes_counted = done;
+            }
+            progress.update(out.events.len(), out.operations.len());
+        }
+        Ok(())
+    }
+
+    /// Validates and keeps the rows of one slice; `first` is the slice's 0-based offset.
+    fn rows(
+        &self,
+        frame: &DataFrame,
+        present: &[Wanted],
+        first: usize,
+        out: &mut Ingested,
+    ) -> Result<()> {
+        let columns: Vec<(Series, Wanted)> = present
+            .iter()
+            .map(|&wanted| {
+                Ok((
+                    scalar_series(frame.column(wanted.column)?, wanted.column)?,
+                    wanted,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        let mut cells = columns
+            .iter()
+            .map(|(series, wanted)| Ok((scalars(series)?, wanted)))
+            .collect::<Result<Vec<_>>>()?;
+        for i in 0..frame.height() {
+            let mut fields = RawFields::default();
+            let mut duplicate = None;
+            for (column, wanted) in &mut cells {
+                let Some(value) = column.next().flatten() else {
+                    continue;
+                };
+                let slot = (wanted.slot)(&mut fields);
+                if slot.is_some() {
+                    duplicate.get_or_insert(wanted.key);
+                }
+                *slot = Some(value);
+            }
+            let line = (first + i + 1) as u64;
+            out.lines_read += 1;
+            let checked = match duplicate {
+                // As JSON Lines says of two spellings of one key on a line.
+                Some(key) => Err(format!(
+                    "duplicate field `{key}`: two of its spellings hold a value in this row"
+                )),
+                None => fields.check(self.hops),
+            };
+            match checked {
+                Ok(checked) => {
+                    let source = SourceRef {
+                        file: self.file,
+                        line: u32::try_from(line).unwrap_or(u32::MAX),
+                    };
+                    out.push(source, checked);
+                }
+                Err(message) => {
+                    let issue = InputIssue {
+                        path: self.name.to_string(),
+                        line,
+                        message,
+                    };
+                    if self.config.bad_input == BadInputPolicy::Strict {
+                        bail!("{issue}\n(stopped at the first bad line because of --strict)");
+                    }
+                    out.issues.push(issue);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The column as one of the four types a [`Scalar`] holds: String, Int64, Float64 or
+/// Boolean.
+fn scalar_series(column: &Column, name: &str) -> Result<Series> {
+    let series = column.as_materialized_series();
+    let dtype = series.dtype();
+    let target = if dtype.is_string() || dtype.is_bool() {
+        return Ok(series.clone());
+    } else if dtype.is_integer() {
+        DataType::Int64
+    } else if dtype.is_float() {
+        DataType::Float64
+    } else if dtype.is_categorical() || dtype.is_enum() {
+        DataType::String
+    } else {
+        bail!("column {name} has type {dtype}: Parquet columns must hold strings, integers, floats or booleans (times as epoch milliseconds)");
+    };
+    series
+        .strict_cast(&target)
+        .with_context(|| format!("column {name} ({dtype}) does not fit in {target}"))
+}
+
+type Cells<'s> = Box<dyn Iterator<Item = Option<Scalar<'s>>> + 's>;
+
+/// The cells of a column from [`scalar_series`], in row order.
+fn scalars(series: &Series) -> Result<Cells<'_>> {
+    Ok(match series.dtype() {
+        DataType::String => Box::new(
+            series
+                .str()?
+                .iter()
+                .map(|v| v.map(|s| Scalar::Str(Cow::Borrowed(s)))),
+        ),
+        DataType::Boolean => Box::new(series.bool()?.iter().map(|v| v.map(Scalar::Bool))),
+        DataType::Int64 => Box::new(series.i64()?.iter().map(|v| v.map(Scalar::Int))),
+        _ => Box::new(series.f64()?.iter().map(|v| v.map(Scalar::Float))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::InputFormat;
+    use polars::prelude::{df, IntoColumn, IntoSeries, NamedFrom, ParquetWriter};
+    use std::io::Cursor;
+
+    fn config(bad_input: BadInputPolicy) -> InputConfig {
+        InputConfig {
+            paths: vec![],
+            format: InputFormat::Auto,
+            bad_input,
+            progress: false,
+        }
+    }
+
+    fn parquet_bytes(mut frame: DataFrame) -> Vec<u8> {
+        let mut out = Vec::new();
+        ParquetWriter::new(&mut out).finish(&mut frame).unwrap();
+        out
+    }
+
+    fn ingest(frame: DataFrame, policy: BadInputPolicy) -> Result<Ingested> {
+        let bytes = parquet_bytes(frame);
+        let mut out = Ingested::default();
+        out.files.push("mem.parquet".into());
+        read(
+            ParquetData::Memory(Cursor::new(bytes)),
+            &Input::named("mem.parquet"),
+            0,
+            &config(policy),
+            &HopOrder::default(),
+            &mut Progress::hidden(),
+            &mut out,
+        )?;
+        Ok(out)
+    }
+
+    #[test]
+    fn reads_rows_of_every_cell_type_and_ignores_unknown_columns() {
+        let frame = df!(
+            "operation_id" => ["op-1", "op-1"],
+            "hop" => [Some("caller"), None],
+            "attempt" => [1i32, 2],
+            "start_ms" => [10.0f64, 20.0],
+            "finish" => ["1970-01-01T00:00:00.015Z", "1970-01-01T00:00:00.025Z"],
+            "outcome" => [Some(503i64), None],
+            "effect" => [false, true],
+            "colour" => ["red", "blue"],
+        )
+        .unwrap();
+        let got = ingest(frame, BadInputPolicy::Report).unwrap();
+        assert!(got.issues.is_empty(), "{:?}", got.issues);
+        assert_eq!(got.lines_read, 2);
+        assert_eq!(got.events.len(), 2);
+        assert_eq!(got.events[1].attempt(), Some(2));
+        assert_eq!(got.events[1].source.line, 2);
+        assert!(got.events[1].effect);
+    }
+
+    #[test]
+    fn bad_rows_are_reported_by_row_number_with_the_json_lines_message() {
+        let frame = df!(
+            "operation_id" => [Some("op-1"), None, Some("op-3")],
+            "start_ms" => [1i64, 2, -3],
+        )
+        .unwrap();
+        let got = ingest(frame, BadInputPolicy::Report).unwrap();
+        let issues: Vec<String> = got.issues.iter().map(|i| i.to_string()).collect();
+        assert_eq!(issues.len(), 2, "{issues:?}");
+        assert!(
+            issues[0].starts_with("mem.parquet:2: missing operation_id"),
+            "{issues:?}"
+        );
+        assert!(
+            issues[1].starts_with("mem.parquet:3: start_ms is negative"),
+            "{issues:?}"
+        );
+    }
+
+    #[test]
+    fn strict_stops_at_the_first_bad_row() {
+        let frame = df!("operation_id" => [Some("op-1"), None], "start_ms" => [1i64, 2]).unwrap();
+        let err = ingest(frame, BadInputPolicy::Strict).unwrap_err();
+        assert!(format!("{err:#}").contains("mem.parquet:2: missing operation_id"));
+    }
+
+    #[test]
+    fn camel_case_columns_are_read_and_two_spellings_in_one_row_are_a_duplicate() {
+        let frame = df!(
+            "operationId" => [Some("op-1"), None, Some("op-3")],
+            "operation_id" => [None, Some("op-2"), Some("op-3")],
+            "startMs" => [1i64, 2, 3],
+        )
+        .unwrap();
+        let got = ingest(frame, BadInputPolicy::Report).unwrap();
+        assert_eq!(got.events.len(), 2);
+        assert_eq!(got.issues.len(), 1);
+        assert_eq!(got.issues[0].line, 3);
+        assert!(
+            got.issues[0]
+                .message
+                .starts_with("duplicate field `operation_id`"),
+            "{}",
+            got.issues[0].message
+        );
+    }
+
+    #[test]
+    fn a_file_without_operation_id_is_refused_naming_the_columns_to_use() {
+        let frame = df!("op_id" => ["op-1"], "start_ms" => [1i64]).unwrap();
+        let err = format!("{:#}", ingest(frame, BadInputPolicy::Report).unwrap_err());
+        assert!(err.contains("no operation_id column"), "{err}");
+    }
+
+    #[test]
+    fn a_column_of_another_type_is_refused_naming_it() {
+        let list = Series::new("start_ms".into(), [1i64, 2])
+            .implode()
+            .unwrap()
+            .into_series();
+        let frame = DataFrame::new_infer_height(vec![
+            Column::new("operation_id".into(), ["op-1"]),
+            list.into_column(),
+        ])
+        .unwrap();
+        let err = format!("{:#}", ingest(frame, BadInputPolicy::Report).unwrap_err());
+        assert!(err.contains("column start_ms has type list"), "{err}");
+    }
+}
