@@ -21,6 +21,9 @@ pub struct Cli {
 pub enum Command {
     /// Classify every operation in attempt logs and print the summary.
     Analyze(AnalyzeArgs),
+    /// Write synthetic attempt logs (JSON Lines, interleaved by time) with a chosen mix of
+    /// shapes: to try the tool or a gate without logs of your own, or to benchmark it.
+    Generate(GenerateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -108,6 +111,33 @@ pub struct AnalyzeArgs {
     /// How many of the worst operations the summary lists with their funnels.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Number of logical operations to generate.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub ops: u64,
+
+    /// Seed of the random generator. The same seed, --ops and --mix give the same bytes.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+
+    /// Share of operations per shape, as SHAPE=WEIGHT (relative weights; comma-separated or
+    /// repeated). The shapes named make up the mix. Shapes: healthy, nested-retry, fan-out,
+    /// redelivery, overlap, burst, over-budget. Default:
+    /// healthy=70,nested-retry=8,fan-out=7,redelivery=5,overlap=5,burst=5.
+    #[arg(long, value_delimiter = ',', value_name = "SHAPE=WEIGHT,...")]
+    pub mix: Vec<String>,
+
+    /// Write the events to FILE instead of standard output ('-' is standard output).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Also write 'operation_id,class' per operation to FILE: the class that `analyze`
+    /// gives it under the default rules, by construction.
+    #[arg(long, value_name = "FILE")]
+    pub expected: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

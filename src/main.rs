@@ -10,6 +10,7 @@ mod cli;
 mod config;
 mod exit_codes;
 mod gate;
+mod generate;
 mod group;
 mod ingest;
 mod model;
@@ -70,7 +71,30 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Analyze(args) => analyze(analyze_config(args)?),
+        Command::Generate(args) => generate(args),
     }
+}
+
+/// `generate`: events to `--output` (or stdout), expected classes to `--expected`.
+fn generate(args: cli::GenerateArgs) -> Result<i32> {
+    let opts = generate::Options {
+        ops: args.ops,
+        seed: args.seed,
+        mix: generate::Mix::parse(&args.mix)?,
+    };
+    let create = |path: &Path| {
+        std::fs::File::create(path)
+            .with_context(|| format!("could not create '{}'", path.display()))
+    };
+    let out: Box<dyn Write> = match args.output.as_deref() {
+        Some(p) if p != Path::new("-") => Box::new(create(p)?),
+        _ => Box::new(std::io::stdout().lock()),
+    };
+    let expected = args.expected.as_deref().map(create).transpose()?;
+    let stats =
+        generate::generate(&opts, out, expected).context("could not write the generated events")?;
+    eprintln!("{}", stats.summary());
+    Ok(exit_codes::SUCCESS)
 }
 
 fn analyze(config: AnalyzeConfig) -> Result<i32> {
