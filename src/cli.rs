@@ -21,18 +21,38 @@ pub struct Cli {
 pub enum Command {
     /// Classify every operation in attempt logs and print the summary.
     Analyze(AnalyzeArgs),
+    /// Write the attempts read from any input (OTLP, Zipkin, JSON Lines, logfmt) as native
+    /// JSON Lines attempt records, one per line: what the span mapping produced, ready for
+    /// `analyze` or other tools.
+    Convert(ConvertArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct InputArgs {
-    /// Input files of attempt events (JSON Lines or logfmt, detected per file). With none,
-    /// or with '-', events are read from standard input.
+    /// Input files: attempt events (JSON Lines or logfmt) or spans (OTLP JSON, Zipkin v2
+    /// JSON), detected per file. With none, or with '-', input is read from standard input.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
-    /// Line format of the inputs. 'auto' looks at each file's first line.
+    /// Format of the inputs. 'auto' looks at each file's first line.
     #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
     pub input_format: InputFormatArg,
+
+    /// Spans of a service are attempts at this hop, as SERVICE=HOP; SERVICE:KIND=HOP for
+    /// spans of one kind only (client, server, producer, consumer, internal); HOP '-' means
+    /// they are not attempts. Repeatable; overrides the policy's [hop_map]. Default: a
+    /// service named like a hop (api-gateway → gateway). See docs/formats.md.
+    #[arg(long = "hop", value_name = "SERVICE=HOP")]
+    pub hop_map: Vec<String>,
+
+    /// Span attribute that holds the operation ID (e.g. http.request.header.idempotency-key);
+    /// spans without it take it from the span above them. Default: the trace ID.
+    #[arg(long, value_name = "KEY")]
+    pub operation_attribute: Option<String>,
+
+    /// Span or resource attribute that holds the test run ID. Default: cicd.pipeline.run.id.
+    #[arg(long, value_name = "KEY")]
+    pub run_attribute: Option<String>,
 
     /// Stop at the first bad input line instead of reporting it and going on.
     #[arg(long, conflicts_with = "skip_invalid")]
@@ -106,11 +126,29 @@ pub struct AnalyzeArgs {
     pub top: usize,
 }
 
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    /// Write the attempt records to FILE instead of standard output ('-' is standard output).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Policy file (TOML); convert uses its hops, queue_hops and [hop_map].
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum InputFormatArg {
     Auto,
     Jsonl,
     Logfmt,
+    /// OpenTelemetry OTLP JSON, one {"resourceSpans":[…]} per line.
+    Otlp,
+    /// Zipkin v2 JSON: a span, or an array of spans, per line.
+    Zipkin,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

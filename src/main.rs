@@ -8,6 +8,7 @@ mod burst;
 mod classify;
 mod cli;
 mod config;
+mod convert;
 mod exit_codes;
 mod gate;
 mod group;
@@ -24,10 +25,10 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use crate::cli::{AnalyzeArgs, Cli, Command, FormatArg, InputArgs, InputFormatArg};
+use crate::cli::{AnalyzeArgs, Cli, Command, ConvertArgs, FormatArg, InputArgs, InputFormatArg};
 use crate::config::{
     AnalyzeConfig, BadInputPolicy, GateConfig, HopOrder, InputConfig, InputFormat, InputPath,
-    OutputFormat, Rules,
+    OutputFormat, Rules, SpanMapping,
 };
 use crate::gate::Origin;
 use crate::ingest::InputIssue;
@@ -57,7 +58,31 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Analyze(args) => analyze(analyze_config(args)?),
+        Command::Convert(args) => convert(args),
     }
+}
+
+/// `convert`: read, normalize, write attempt records; bad input as for `analyze`.
+fn convert(args: ConvertArgs) -> Result<i32> {
+    let policy = match &args.policy {
+        Some(path) => policy::load(path)?,
+        None => policy::Policy::default(),
+    };
+    let rules = base_rules(&args.input, &policy)?;
+    let input = input_config(args.input, &rules, &policy)?;
+    let ingested = ingest::read_inputs(&input, &rules.hops)?;
+    let converted = convert::convert(ingested, &rules.hops, input.bad_input)?;
+    write_output(args.output.as_deref(), &converted.bytes)?;
+    if let Some(stats) = &converted.span_stats {
+        eprintln!("{}", convert::span_note(stats, converted.records));
+    }
+    if converted.duplicate_events > 0 {
+        eprintln!(
+            "attempt-funnel: {} exact duplicate events written once",
+            converted.duplicate_events
+        );
+    }
+    Ok(report_issues(&converted.issues, input.bad_input))
 }
 
 fn analyze(config: AnalyzeConfig) -> Result<i32> {
@@ -144,7 +169,7 @@ fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
     }
 }
 
-fn input_config(args: InputArgs) -> InputConfig {
+fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Result<InputConfig> {
     let mut paths: Vec<InputPath> = args
         .files
         .into_iter()
@@ -159,12 +184,36 @@ fn input_config(args: InputArgs) -> InputConfig {
     if paths.is_empty() {
         paths.push(InputPath::Stdin);
     }
-    InputConfig {
+    let mut spans = SpanMapping::new(&rules.hops, rules.queue_hops.clone());
+    let from_policy: Vec<String> = policy
+        .hop_map
+        .iter()
+        .map(|(service, hop)| format!("{service}={hop}"))
+        .collect();
+    spans.add_hop_rules("policy [hop_map]", &from_policy, &rules.hops)?;
+    spans.add_hop_rules("--hop", &args.hop_map, &rules.hops)?;
+    for (flag, value) in [
+        ("--operation-attribute", &args.operation_attribute),
+        ("--run-attribute", &args.run_attribute),
+    ] {
+        if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+            anyhow::bail!(
+                "{flag} needs an attribute name, e.g. {flag} http.request.header.idempotency-key"
+            );
+        }
+    }
+    spans.operation_attribute = args.operation_attribute;
+    if let Some(run) = args.run_attribute {
+        spans.run_attribute = run;
+    }
+    Ok(InputConfig {
         paths,
         format: match args.input_format {
             InputFormatArg::Auto => InputFormat::Auto,
             InputFormatArg::Jsonl => InputFormat::Jsonl,
             InputFormatArg::Logfmt => InputFormat::Logfmt,
+            InputFormatArg::Otlp => InputFormat::Otlp,
+            InputFormatArg::Zipkin => InputFormat::Zipkin,
         },
         bad_input: if args.strict {
             BadInputPolicy::Strict
@@ -173,17 +222,27 @@ fn input_config(args: InputArgs) -> InputConfig {
         } else {
             BadInputPolicy::Report
         },
-    }
+        spans,
+    })
 }
 
-/// Resolves the rules: defaults, then the policy file, then flags.
-fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
-    let hop_names = match (&args.input.hops, &policy.hops) {
+/// The hop order and queue hops: defaults, then the policy file, then `--hops`.
+fn base_rules(input: &InputArgs, policy: &policy::Policy) -> Result<Rules> {
+    let hop_names = match (&input.hops, &policy.hops) {
         (Some(flag), _) => flag.clone(),
         (None, Some(from_policy)) => from_policy.clone(),
         (None, None) => config::DEFAULT_HOPS.iter().map(|s| s.to_string()).collect(),
     };
     let mut rules = Rules::new(HopOrder::new(hop_names)?);
+    if let Some(queues) = &policy.queue_hops {
+        rules.queue_hops = rules.hop_flags("policy queue_hops", queues)?;
+    }
+    Ok(rules)
+}
+
+/// Resolves the rules: defaults, then the policy file, then flags.
+fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
+    let mut rules = base_rules(&args.input, policy)?;
     let policy_budgets: Vec<String> = policy
         .budgets
         .iter()
@@ -193,9 +252,6 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
         .set_budgets(&policy_budgets)
         .context("in the policy's [budgets]")?;
     rules.set_budgets(&args.budget)?;
-    if let Some(queues) = &policy.queue_hops {
-        rules.queue_hops = rules.hop_flags("policy queue_hops", queues)?;
-    }
     let overlap_hops: Vec<String> = policy
         .allow_overlap
         .iter()
@@ -240,7 +296,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         parse_all(&policy.fail_on, Origin::Policy).context("in the policy's fail_on")?;
     let from_flags = parse_all(&args.fail_on, Origin::Flag).context("in --fail-on")?;
     Ok(AnalyzeConfig {
-        input: input_config(args.input),
+        input: input_config(args.input, &rules, &policy)?,
         format: match args.format {
             FormatArg::Table => OutputFormat::Table,
             FormatArg::Json => OutputFormat::Json,

@@ -15,6 +15,10 @@
 //! [burst]
 //! window_ms = 50
 //! min_ops = 5
+//!
+//! [hop_map]
+//! checkout = "caller"
+//! "api-gateway:server" = "-"
 //! ```
 
 use std::collections::BTreeMap;
@@ -47,6 +51,10 @@ pub struct Policy {
     pub queue_hops: Option<Vec<String>>,
     #[serde(default)]
     pub burst: BurstPolicy,
+    /// Span service (or `service:kind`) → hop, or `-` for spans that are not attempts
+    /// (OTLP and Zipkin input; docs/formats.md).
+    #[serde(default)]
+    pub hop_map: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq)]
@@ -87,6 +95,16 @@ mod tests {
         let err = format!("{:#}", parse("fail-on = [\"x > 1\"]").unwrap_err());
         assert!(err.contains("fail-on"), "{err}");
         assert!(err.contains("fail_on = ["), "{err}");
+    }
+
+    #[test]
+    fn hop_map_reads_services_and_kinds() {
+        let p = parse("[hop_map]\ncheckout = \"caller\"\n\"edge:server\" = \"-\"").unwrap();
+        assert_eq!(
+            p.hop_map.get("checkout").map(String::as_str),
+            Some("caller")
+        );
+        assert_eq!(p.hop_map.get("edge:server").map(String::as_str), Some("-"));
     }
 
     #[test]
