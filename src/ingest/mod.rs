@@ -492,6 +492,33 @@ mod tests {
     }
 
     #[test]
+    fn detects_each_format_from_the_first_line() {
+        let cases: [(&[u8], InputFormat); 6] = [
+            (b"\n{\"resourceSpans\":[]}\n", InputFormat::Otlp),
+            (b"[{\"traceId\":\"a\",\"id\":\"b\"}]", InputFormat::Zipkin),
+            (b"{\"traceId\":\"a\",\"id\":\"b\"}\n", InputFormat::Zipkin),
+            // A native event that happens to carry trace fields stays JSON Lines.
+            (
+                b"{\"operation_id\":\"o\",\"traceId\":\"a\",\"id\":\"b\"}",
+                InputFormat::Jsonl,
+            ),
+            (
+                b"{\"operation_id\":\"o\"}\n{\"resourceSpans\":[]}",
+                InputFormat::Jsonl,
+            ),
+            (b"operation=o start_ms=1", InputFormat::Logfmt),
+        ];
+        for (bytes, expected) in cases {
+            assert_eq!(
+                detect_format(bytes),
+                expected,
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+
+    #[test]
     fn detects_logfmt() {
         let got = ingest_bytes(
             b"operation=op-17 attempt=1 event=start t_ms=0\n",

@@ -345,3 +345,62 @@ fn status(v: Option<&Value>) -> Option<SpanStatus> {
         _ => SpanStatus::Unset,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEX: &str = r#"{"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"checkout"}}]},"scopeSpans":[{"scope":{},"spans":[{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"00f067aa0ba902b7","parentSpanId":"","name":"GET","kind":3,"startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000250500000","attributes":[{"key":"http.request.resend_count","value":{"intValue":"1"}}],"status":{"code":2},"unknownField":true}]}]}]}"#;
+
+    #[test]
+    fn reads_a_file_exporter_line() {
+        let spans = parse(HEX, false).unwrap();
+        let s = spans[0].as_ref().unwrap();
+        assert_eq!(s.trace_id, "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(s.parent_span_id, None);
+        assert_eq!(s.kind, SpanKind::Client);
+        assert_eq!(s.service.as_deref(), Some("checkout"));
+        assert_eq!(s.start_ms, Some(1_700_000_000_000.0));
+        assert_eq!(s.finish_ms, Some(1_700_000_000_250.5));
+        assert_eq!(s.status, SpanStatus::Error);
+        assert_eq!(
+            s.attr("http.request.resend_count"),
+            Some(&AttrValue::Int(1))
+        );
+    }
+
+    #[test]
+    fn base64_ids_numeric_times_enum_names_and_snake_case_read_the_same() {
+        let other = r#"{"resource_spans":[{"resource":{"attributes":[{"key":"service.name","value":{"string_value":"checkout"}}]},"scope_spans":[{"spans":[{"trace_id":"CvdlGRbNQ92ESOshHIAxnA==","span_id":"APBnqgupArc=","name":"GET","kind":"SPAN_KIND_CLIENT","start_time_unix_nano":1700000000000000000,"end_time_unix_nano":"1700000000250500000","attributes":[{"key":"http.request.resend_count","value":{"int_value":1}}],"status":{"code":"STATUS_CODE_ERROR"}}]}]}]}"#;
+        assert_eq!(parse(other, false).unwrap(), parse(HEX, false).unwrap());
+    }
+
+    #[test]
+    fn a_bad_span_is_one_error_and_the_others_are_kept() {
+        let line = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"zz","startTimeUnixNano":"1"},{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"00f067aa0ba902b7","kind":9},{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"00f067aa0ba902b8","startTimeUnixNano":"5"}]}]}]}"#;
+        let spans = parse(line, false).unwrap();
+        assert_eq!(spans.len(), 3);
+        let e = spans[0].as_ref().unwrap_err();
+        assert_eq!(e.id.as_deref(), Some("zz"));
+        assert!(e.message.contains("bad spanId"), "{}", e.message);
+        assert!(spans[1]
+            .as_ref()
+            .unwrap_err()
+            .message
+            .contains("not a span kind"));
+        assert!(spans[2].is_ok());
+    }
+
+    #[test]
+    fn lines_that_are_not_traces_are_bad_lines() {
+        assert!(parse(r#"{"resourceMetrics":[]}"#, false)
+            .unwrap_err()
+            .contains("no resourceSpans"));
+        assert!(parse(r#"{"resourceSpans":[{"#, true)
+            .unwrap_err()
+            .contains("truncated"));
+        assert!(parse("[1]", false)
+            .unwrap_err()
+            .contains("not an OTLP JSON object"));
+    }
+}

@@ -244,7 +244,7 @@ pub struct AttemptFields {
 }
 
 /// Maps a span's attributes onto attempt fields. `outbound` spans (client, producer) are
-/// the retrying layer's attempts: without a resend count they are attempt 1.
+/// the retrying layer's attempts: an HTTP client span without a resend count is attempt 1.
 pub fn attempt_fields(span: &Span, outbound: bool) -> Result<AttemptFields, String> {
     let mut attempt = None;
     for key in RESEND_COUNT_KEYS {
@@ -263,7 +263,9 @@ pub fn attempt_fields(span: &Span, outbound: bool) -> Result<AttemptFields, Stri
             }
         }
     }
-    if attempt.is_none() && outbound {
+    // Absent means the first attempt only where the convention that defines the count is
+    // in use (stable HTTP names, semconv 1.21+); older and Zipkin spans never carry it.
+    if attempt.is_none() && outbound && span.attr("http.request.method").is_some() {
         attempt = Some(1);
     }
     let mut delivery = None;
@@ -964,5 +966,512 @@ fn checked_line(
         delay_ms: None,
         retry_after_ms: f.retry_after_ms,
         effect: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HopRule;
+
+    fn span(kind: SpanKind, service: &str, attrs: &[(&str, AttrValue)]) -> Span {
+        Span {
+            trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+            span_id: "00f067aa0ba902b7".into(),
+            parent_span_id: None,
+            shared: false,
+            name: "op".into(),
+            kind,
+            service: Some(service.into()),
+            start_ms: Some(0.0),
+            finish_ms: Some(10.0),
+            attributes: attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+            resource: Arc::new(Vec::new()),
+            links: Vec::new(),
+            status: SpanStatus::Unset,
+        }
+    }
+
+    fn s(v: &str) -> AttrValue {
+        AttrValue::Str(v.into())
+    }
+
+    fn mapping() -> SpanMapping {
+        SpanMapping::new(&HopOrder::default(), vec![false, false, true, false])
+    }
+
+    #[test]
+    fn the_attribute_table_maps_each_convention() {
+        use AttrValue::Int;
+        let http = ("http.request.method", s("GET"));
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(Vec<(&str, AttrValue)>, bool, AttemptFields)> = vec![
+            // A stable HTTP client span without a resend count is the original attempt.
+            (
+                vec![
+                    http.clone(),
+                    ("server.address", s("inv")),
+                    ("url.path", s("/a")),
+                ],
+                true,
+                AttemptFields {
+                    attempt: Some(1),
+                    target: Some("GET inv/a".into()),
+                    ..Default::default()
+                },
+            ),
+            // resend_count n is attempt n + 1; the status code is the outcome.
+            (
+                vec![
+                    http.clone(),
+                    ("http.request.resend_count", Int(2)),
+                    ("http.response.status_code", Int(503)),
+                ],
+                true,
+                AttemptFields {
+                    attempt: Some(3),
+                    outcome: Some(Outcome::Http(503)),
+                    target: Some("op".into()),
+                    ..Default::default()
+                },
+            ),
+            // Legacy names; intValue as a string; the query is not part of the target.
+            (
+                vec![
+                    ("http.method", s("POST")),
+                    ("http.retry_count", s("1")),
+                    ("http.status_code", s("429")),
+                    ("http.url", s("https://pay/charges?id=7")),
+                ],
+                true,
+                AttemptFields {
+                    attempt: Some(2),
+                    outcome: Some(Outcome::Http(429)),
+                    target: Some("POST pay/charges".into()),
+                    ..Default::default()
+                },
+            ),
+            // gRPC attempt spans count previous attempts; the status name maps.
+            (
+                vec![
+                    ("previous-rpc-attempts", Int(1)),
+                    ("rpc.service", s("inventory.Stock")),
+                    ("rpc.method", s("Get")),
+                    ("rpc.grpc.status_code", Int(4)),
+                ],
+                true,
+                AttemptFields {
+                    attempt: Some(2),
+                    outcome: Some(Outcome::Timeout),
+                    target: Some("inventory.Stock/Get".into()),
+                    ..Default::default()
+                },
+            ),
+            (
+                vec![("rpc.response.status_code", s("RESOURCE_EXHAUSTED"))],
+                false,
+                AttemptFields {
+                    outcome: Some(Outcome::Rejected),
+                    target: Some("op".into()),
+                    ..Default::default()
+                },
+            ),
+            // Messaging: message ID, delivery count, destination; Pub/Sub's 0 is "unknown".
+            (
+                vec![
+                    ("messaging.message.id", s("m-1")),
+                    ("messaging.gcp_pubsub.message.delivery_attempt", Int(3)),
+                    ("messaging.destination.name", s("orders")),
+                ],
+                false,
+                AttemptFields {
+                    message_id: Some("m-1".into()),
+                    delivery: Some(3),
+                    target: Some("orders".into()),
+                    ..Default::default()
+                },
+            ),
+            (
+                vec![
+                    ("messaging.message_id", s("m-2")),
+                    ("messaging.gcp_pubsub.message.delivery_attempt", Int(0)),
+                    ("messaging.servicebus.message.delivery_count", Int(2)),
+                ],
+                false,
+                AttemptFields {
+                    message_id: Some("m-2".into()),
+                    delivery: Some(2),
+                    target: Some("op".into()),
+                    ..Default::default()
+                },
+            ),
+            // error.type names the failure; a Retry-After header becomes milliseconds.
+            (
+                vec![
+                    ("error.type", s("java.net.SocketTimeoutException")),
+                    (
+                        "http.response.header.retry-after",
+                        AttrValue::Array(vec![s("2")]),
+                    ),
+                ],
+                false,
+                AttemptFields {
+                    outcome: Some(Outcome::Timeout),
+                    target: Some("op".into()),
+                    retry_after_ms: Some(2000.0),
+                    ..Default::default()
+                },
+            ),
+        ];
+        for (attrs, outbound, expected) in cases {
+            let got = attempt_fields(&span(SpanKind::Client, "svc", &attrs), outbound).unwrap();
+            assert_eq!(got, expected, "{attrs:?}");
+        }
+    }
+
+    #[test]
+    fn span_status_is_the_outcome_of_last_resort() {
+        let mut sp = span(SpanKind::Server, "svc", &[]);
+        assert_eq!(outcome(&sp), None);
+        sp.status = SpanStatus::Error;
+        assert_eq!(outcome(&sp), Some(Outcome::Error));
+        sp.attributes
+            .push(("http.response.status_code".into(), AttrValue::Int(200)));
+        assert_eq!(outcome(&sp), Some(Outcome::Http(200)));
+    }
+
+    #[test]
+    fn a_negative_resend_count_is_an_error() {
+        let sp = span(
+            SpanKind::Client,
+            "svc",
+            &[("http.request.resend_count", AttrValue::Int(-1))],
+        );
+        assert!(attempt_fields(&sp, true)
+            .unwrap_err()
+            .contains("http.request.resend_count"));
+    }
+
+    #[test]
+    fn ids_are_read_as_hex_or_base64() {
+        assert_eq!(
+            hex_id("spanId", "00F067AA0BA902B7", 8).unwrap(),
+            "00f067aa0ba902b7"
+        );
+        assert_eq!(
+            hex_id("traceId", "CvdlGRbNQ92ESOshHIAxnA==", 16).unwrap(),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
+        assert_eq!(
+            hex_id("spanId", "APBnqgupArc=", 8).unwrap(),
+            "00f067aa0ba902b7"
+        );
+        assert!(hex_id("spanId", "xyz", 8)
+            .unwrap_err()
+            .contains("16 hex digits"));
+        assert!(hex_id("spanId", "0000000000000000", 8)
+            .unwrap_err()
+            .contains("all zeros"));
+    }
+
+    #[test]
+    fn nanoseconds_keep_their_sub_millisecond_digits() {
+        assert_eq!(nanos_to_ms(1_700_000_000_250_500_000), 1_700_000_000_250.5);
+    }
+
+    #[test]
+    fn services_named_like_a_hop_map_to_it() {
+        let hops = HopOrder::default();
+        let cases = [
+            ("gateway", Ok(1)),
+            ("api-gateway", Ok(1)),
+            ("orders_consumer", Ok(2)),
+            ("Billing.Consumer", Ok(2)),
+            ("gatewayish", Err(vec![])),
+            ("inventory", Err(vec![])),
+            (
+                "gateway-consumer",
+                Err(vec!["gateway".into(), "consumer".into()]),
+            ),
+        ];
+        for (service, expected) in cases {
+            assert_eq!(hop_by_name(service, &hops), expected, "{service}");
+        }
+    }
+
+    #[test]
+    fn each_hop_records_its_side_of_the_call() {
+        let hops = HopOrder::default();
+        let mut m = mapping();
+        m.add_hop_rules(
+            "--hop",
+            &[
+                "checkout=caller".into(),
+                "inventory=dependency".into(),
+                "edge:server=gateway".into(),
+                "cache=-".into(),
+            ],
+            &hops,
+        )
+        .unwrap();
+        let cases = [
+            ("checkout", SpanKind::Client, Ok(Role::Attempt(0))),
+            ("checkout", SpanKind::Producer, Ok(Role::Attempt(0))),
+            (
+                "checkout",
+                SpanKind::Server,
+                Ok(Role::NotAttempt(Skip::OtherSide)),
+            ),
+            (
+                "checkout",
+                SpanKind::Internal,
+                Ok(Role::NotAttempt(Skip::Internal)),
+            ),
+            ("api-gateway", SpanKind::Client, Ok(Role::Attempt(1))),
+            (
+                "api-gateway",
+                SpanKind::Server,
+                Ok(Role::NotAttempt(Skip::OtherSide)),
+            ),
+            ("billing-consumer", SpanKind::Consumer, Ok(Role::Attempt(2))),
+            (
+                "billing-consumer",
+                SpanKind::Client,
+                Ok(Role::NotAttempt(Skip::OtherSide)),
+            ),
+            ("inventory", SpanKind::Server, Ok(Role::Attempt(3))),
+            (
+                "inventory",
+                SpanKind::Client,
+                Ok(Role::NotAttempt(Skip::OtherSide)),
+            ),
+            ("edge", SpanKind::Server, Ok(Role::Attempt(1))),
+            (
+                "cache",
+                SpanKind::Server,
+                Ok(Role::NotAttempt(Skip::MappedOut)),
+            ),
+        ];
+        for (service, kind, expected) in cases {
+            let sp = span(kind, service, &[]);
+            assert_eq!(role(&sp, kind, &m, &hops), expected, "{service} {kind:?}");
+        }
+        let err = role(
+            &span(SpanKind::Client, "cart", &[]),
+            SpanKind::Client,
+            &m,
+            &hops,
+        )
+        .unwrap_err();
+        assert!(err.contains("--hop cart=HOP"), "{err}");
+        let receive = span(
+            SpanKind::Consumer,
+            "billing-consumer",
+            &[("messaging.operation.type", s("receive"))],
+        );
+        assert_eq!(
+            role(&receive, SpanKind::Consumer, &m, &hops),
+            Ok(Role::NotAttempt(Skip::Receive))
+        );
+    }
+
+    #[test]
+    fn grpc_attempt_and_server_spans_without_a_kind_are_read_as_client_and_server() {
+        let attempt = span(
+            SpanKind::Internal,
+            "svc",
+            &[("previous-rpc-attempts", AttrValue::Int(0))],
+        );
+        assert_eq!(effective_kind(&attempt), SpanKind::Client);
+        let mut recv = span(SpanKind::Internal, "svc", &[]);
+        recv.name = "Recv.inventory.Stock/Get".into();
+        assert_eq!(effective_kind(&recv), SpanKind::Server);
+    }
+
+    fn mapped(sp: Span, m: &SpanMapping) -> MappedSpan {
+        let (mapped, problem) = map_span(
+            sp,
+            1,
+            SourceRef { file: 0, line: 1 },
+            m,
+            &HopOrder::default(),
+        );
+        assert_eq!(problem, None);
+        mapped
+    }
+
+    fn child(
+        id: &str,
+        parent: Option<&str>,
+        kind: SpanKind,
+        service: &str,
+        attrs: &[(&str, AttrValue)],
+    ) -> Span {
+        let mut sp = span(kind, service, attrs);
+        sp.span_id = id.into();
+        sp.parent_span_id = parent.map(String::from);
+        sp
+    }
+
+    #[test]
+    fn parents_skip_spans_that_are_not_attempts_and_call_spans_over_tries_are_wrappers() {
+        let mut m = mapping();
+        m.hop_rules.push(HopRule {
+            service: "inventory".into(),
+            kind: None,
+            hop: Some(3),
+        });
+        m.hop_rules.push(HopRule {
+            service: "checkout".into(),
+            kind: None,
+            hop: Some(0),
+        });
+        let spans = vec![
+            // checkout: a call span over one try (both client spans).
+            child("0000000000000001", None, SpanKind::Client, "checkout", &[]),
+            child(
+                "0000000000000002",
+                Some("0000000000000001"),
+                SpanKind::Client,
+                "checkout",
+                &[],
+            ),
+            // inventory's server span hangs below the try.
+            child(
+                "0000000000000003",
+                Some("0000000000000002"),
+                SpanKind::Server,
+                "inventory",
+                &[],
+            ),
+        ];
+        let resolved = resolve(spans.into_iter().map(|s| mapped(s, &m)).collect(), &m);
+        assert!(resolved.problems.is_empty());
+        let lines: Vec<_> = resolved.lines.iter().map(|(_, l)| l).collect();
+        assert_eq!(lines.len(), 2, "the call span is not an attempt");
+        assert_eq!(lines[0].span_id.as_deref(), Some("0000000000000002"));
+        assert_eq!(lines[1].parent_id.as_deref(), Some("0000000000000002"));
+        assert_eq!(
+            resolved
+                .stats
+                .skipped
+                .get(&("checkout".into(), "client", Skip::Wrapper)),
+            Some(&1)
+        );
+    }
+
+    #[test]
+    fn operation_and_run_attributes_are_inherited_from_the_spans_above() {
+        let mut m = mapping();
+        m.operation_attribute = Some("idempotency".into());
+        m.hop_rules.push(HopRule {
+            service: "inventory".into(),
+            kind: None,
+            hop: Some(3),
+        });
+        let mut root = child(
+            "0000000000000001",
+            None,
+            SpanKind::Client,
+            "api-gateway",
+            &[("idempotency", s("order-7"))],
+        );
+        root.resource = Arc::new(vec![("cicd.pipeline.run.id".into(), s("run-3"))]);
+        let below = child(
+            "0000000000000002",
+            Some("0000000000000001"),
+            SpanKind::Server,
+            "inventory",
+            &[],
+        );
+        let orphan = child("0000000000000009", None, SpanKind::Server, "inventory", &[]);
+        let resolved = resolve(
+            vec![mapped(root, &m), mapped(below, &m), mapped(orphan, &m)],
+            &m,
+        );
+        let ops: Vec<(&str, Option<&str>)> = resolved
+            .lines
+            .iter()
+            .map(|(_, l)| (l.operation_id.as_ref(), l.test_run_id.as_deref()))
+            .collect();
+        assert_eq!(
+            ops,
+            vec![("order-7", Some("run-3")), ("order-7", Some("run-3"))]
+        );
+        assert_eq!(resolved.problems.len(), 1);
+        assert!(resolved.problems[0]
+            .1
+            .contains("has no idempotency attribute"));
+    }
+
+    #[test]
+    fn a_consumer_span_belongs_to_the_trace_of_the_producer_it_links_to() {
+        let m = mapping();
+        let mut delivery = child(
+            "0000000000000005",
+            None,
+            SpanKind::Consumer,
+            "billing-consumer",
+            &[],
+        );
+        delivery.trace_id = "11111111111111111111111111111111".into();
+        delivery.links.push(Link {
+            trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+            span_id: "0000000000000001".into(),
+            attributes: vec![("messaging.message.id".into(), s("m-9"))],
+        });
+        let producer = child("0000000000000001", None, SpanKind::Producer, "caller", &[]);
+        let resolved = resolve(vec![mapped(producer, &m), mapped(delivery, &m)], &m);
+        let consumer = &resolved.lines[1].1;
+        assert_eq!(consumer.operation_id, "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(consumer.parent_id.as_deref(), Some("0000000000000001"));
+        assert_eq!(consumer.message_id.as_deref(), Some("m-9"));
+    }
+
+    #[test]
+    fn parent_links_that_loop_are_reported_not_followed_forever() {
+        let m = mapping();
+        let a = child(
+            "0000000000000001",
+            Some("0000000000000002"),
+            SpanKind::Client,
+            "caller",
+            &[],
+        );
+        let b = child(
+            "0000000000000002",
+            Some("0000000000000001"),
+            SpanKind::Internal,
+            "caller",
+            &[],
+        );
+        let resolved = resolve(vec![mapped(a, &m), mapped(b, &m)], &m);
+        assert!(resolved.lines.is_empty());
+        assert!(
+            resolved.problems[0].1.contains("loop"),
+            "{:?}",
+            resolved.problems
+        );
+    }
+
+    #[test]
+    fn a_span_without_a_start_time_is_a_bad_span() {
+        let mut sp = span(SpanKind::Client, "caller", &[]);
+        sp.start_ms = None;
+        let (m, problem) = map_span(
+            sp,
+            3,
+            SourceRef { file: 0, line: 1 },
+            &mapping(),
+            &HopOrder::default(),
+        );
+        assert_eq!(m.role, Role::NotAttempt(Skip::Bad));
+        assert_eq!(
+            problem.as_deref(),
+            Some("span 3 (id 00f067aa0ba902b7) has no start time")
+        );
     }
 }

@@ -203,3 +203,50 @@ fn micros(field: &str, v: Option<&Value>) -> Result<Option<f64>, String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_an_array_a_single_span_and_an_array_of_traces() {
+        let span = r#"{"traceId":"6b221d5bc9e6496c","id":"2b00000000000001","kind":"CLIENT","timestamp":1700000000000000,"duration":100500,"localEndpoint":{"serviceName":"checkout"},"remoteEndpoint":{"serviceName":"api-gateway"},"tags":{"http.status_code":"503","error":"503"}}"#;
+        let one = parse(span, false).unwrap();
+        let s = one[0].as_ref().unwrap();
+        assert_eq!(s.trace_id, "6b221d5bc9e6496c");
+        assert_eq!(s.kind, SpanKind::Client);
+        assert_eq!(s.service.as_deref(), Some("checkout"));
+        assert_eq!(s.start_ms, Some(1_700_000_000_000.0));
+        assert_eq!(s.finish_ms, Some(1_700_000_000_100.5));
+        assert_eq!(s.status, SpanStatus::Error);
+        assert_eq!(
+            s.attr("server.address"),
+            Some(&AttrValue::Str("api-gateway".into()))
+        );
+        assert_eq!(parse(&format!("[{span}]"), false).unwrap(), one);
+        assert_eq!(
+            parse(&format!("[[{span}],[{span}]]"), false).unwrap().len(),
+            2
+        );
+    }
+
+    #[test]
+    fn a_shared_server_span_and_an_unfinished_span() {
+        let line = r#"{"traceId":"463ac35c9f6413ad48485a3953bb6124","id":"1a00000000000001","parentId":"1a00000000000000","kind":"SERVER","shared":true,"timestamp":5,"localEndpoint":{"serviceName":"api-gateway"},"tags":{"otel.status_code":"OK"}}"#;
+        let spans = parse(line, false).unwrap();
+        let s = spans[0].as_ref().unwrap();
+        assert!(s.shared);
+        assert_eq!(s.parent_span_id.as_deref(), Some("1a00000000000000"));
+        assert_eq!(s.finish_ms, None, "no duration: still in flight");
+        assert_eq!(s.status, SpanStatus::Ok);
+    }
+
+    #[test]
+    fn a_bad_span_names_what_is_wrong() {
+        let spans = parse(r#"[{"traceId":"x","id":"1"},{"id":"2"},{"traceId":"6b221d5bc9e6496c","id":"3","kind":"LOCAL"}]"#, false).unwrap();
+        let messages: Vec<String> = spans.into_iter().map(|s| s.unwrap_err().message).collect();
+        assert!(messages[0].contains("bad traceId"), "{messages:?}");
+        assert!(messages[1].contains("no traceId"), "{messages:?}");
+        assert!(messages[2].contains("kind \"LOCAL\""), "{messages:?}");
+    }
+}
