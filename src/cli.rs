@@ -142,8 +142,11 @@ pub struct ConvertArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum InputFormatArg {
+    /// Each file's format from its first line.
     Auto,
+    /// Attempt events, one JSON object per line.
     Jsonl,
+    /// Attempt events as key=value pairs, one event per line.
     Logfmt,
     /// OpenTelemetry OTLP JSON, one {"resourceSpans":[…]} per line.
     Otlp,

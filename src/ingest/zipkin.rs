@@ -138,10 +138,12 @@ fn span(raw: Value) -> Result<Span, SpanError> {
             .find(|(key, _)| key == k)
             .and_then(|(_, v)| v.text())
     };
-    let status = match (tag("otel.status_code"), tag("error")) {
-        (Some(c), _) if c.eq_ignore_ascii_case("ERROR") => SpanStatus::Error,
-        (_, Some(e)) if e != "false" => SpanStatus::Error,
+    // `ot.status_code` (a gRPC code name) is what older OpenTelemetry Zipkin exporters wrote.
+    let code = tag("otel.status_code").or_else(|| tag("ot.status_code"));
+    let status = match (code, tag("error")) {
         (Some(c), _) if c.eq_ignore_ascii_case("OK") => SpanStatus::Ok,
+        (Some(c), _) if !c.eq_ignore_ascii_case("UNSET") && !c.is_empty() => SpanStatus::Error,
+        (_, Some(e)) if e != "false" => SpanStatus::Error,
         _ => SpanStatus::Unset,
     };
     // The remote endpoint names the server a client or producer addressed.
@@ -239,6 +241,12 @@ mod tests {
         assert_eq!(s.parent_span_id.as_deref(), Some("1a00000000000000"));
         assert_eq!(s.finish_ms, None, "no duration: still in flight");
         assert_eq!(s.status, SpanStatus::Ok);
+        let old = parse(
+            r#"{"traceId":"6b221d5bc9e6496c","id":"3","timestamp":5,"tags":{"ot.status_code":"DEADLINE_EXCEEDED"}}"#,
+            false,
+        )
+        .unwrap();
+        assert_eq!(old[0].as_ref().unwrap().status, SpanStatus::Error);
     }
 
     #[test]
