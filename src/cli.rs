@@ -24,21 +24,42 @@ pub enum Command {
     /// Write synthetic attempt logs (JSON Lines, interleaved by time) with a chosen mix of
     /// shapes: to try the tool or a gate without logs of your own, or to benchmark it.
     Generate(GenerateArgs),
+    /// Write the attempts read from any input (OTLP, Zipkin, JSON Lines, logfmt) as native
+    /// JSON Lines attempt records, one per line: what the span mapping produced, ready for
+    /// `analyze` or other tools.
+    Convert(ConvertArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct InputArgs {
-    /// Input files of attempt events: JSON Lines, logfmt or Parquet, plain or compressed
-    /// with gzip or zstd, all detected per file from its content. A directory means every
-    /// file under it (hidden ones skipped); a quoted glob pattern such as 'logs/*.jsonl.gz'
-    /// is expanded. With none, or with '-', events are read from standard input.
+    /// Input files: attempt events (JSON Lines, logfmt or Parquet) or spans (OTLP JSON,
+    /// Zipkin v2 JSON), plain or compressed with gzip or zstd, all detected per file from
+    /// its content. A directory means every file under it (hidden ones skipped); a quoted
+    /// glob pattern such as 'logs/*.jsonl.gz' is expanded. With none, or with '-', input is
+    /// read from standard input.
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
-    /// Line format of text inputs. 'auto' looks at each file's first line. Compression and
+    /// Format of text inputs. 'auto' looks at each file's first line. Compression and
     /// Parquet are always detected from the content.
     #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
     pub input_format: InputFormatArg,
+
+    /// Spans of a service are attempts at this hop, as SERVICE=HOP; SERVICE:KIND=HOP for
+    /// spans of one kind only (client, server, producer, consumer, internal); HOP '-' means
+    /// they are not attempts. Repeatable; overrides the policy's [hop_map]. Default: a
+    /// service named like a hop (api-gateway → gateway). See docs/formats.md.
+    #[arg(long = "hop", value_name = "SERVICE=HOP")]
+    pub hop_map: Vec<String>,
+
+    /// Span attribute that holds the operation ID (e.g. http.request.header.idempotency-key);
+    /// spans without it take it from the span above them. Default: the trace ID.
+    #[arg(long, value_name = "KEY")]
+    pub operation_attribute: Option<String>,
+
+    /// Span or resource attribute that holds the test run ID. Default: cicd.pipeline.run.id.
+    #[arg(long, value_name = "KEY")]
+    pub run_attribute: Option<String>,
 
     /// Stop at the first bad input line instead of reporting it and going on.
     #[arg(long, conflicts_with = "skip_invalid")]
@@ -140,11 +161,32 @@ pub struct GenerateArgs {
     pub expected: Option<PathBuf>,
 }
 
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    /// Write the attempt records to FILE instead of standard output ('-' is standard output).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Policy file (TOML); convert uses its hops, queue_hops and [hop_map].
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum InputFormatArg {
+    /// Each file's format from its first line.
     Auto,
+    /// Attempt events, one JSON object per line.
     Jsonl,
+    /// Attempt events as key=value pairs, one event per line.
     Logfmt,
+    /// OpenTelemetry OTLP JSON, one {"resourceSpans":[…]} per line.
+    Otlp,
+    /// Zipkin v2 JSON: a span, or an array of spans, per line.
+    Zipkin,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

@@ -8,6 +8,7 @@ mod burst;
 mod classify;
 mod cli;
 mod config;
+mod convert;
 mod exit_codes;
 mod gate;
 mod generate;
@@ -26,10 +27,10 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use crate::cli::{AnalyzeArgs, Cli, Command, FormatArg, InputArgs, InputFormatArg};
+use crate::cli::{AnalyzeArgs, Cli, Command, ConvertArgs, FormatArg, InputArgs, InputFormatArg};
 use crate::config::{
     AnalyzeConfig, BadInputPolicy, GateConfig, HopOrder, InputConfig, InputFormat, InputPath,
-    OutputFormat, Rules,
+    OutputFormat, Rules, SpanMapping,
 };
 use crate::gate::Origin;
 use crate::ingest::InputIssue;
@@ -72,6 +73,7 @@ fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Analyze(args) => analyze(analyze_config(args)?),
         Command::Generate(args) => generate(args),
+        Command::Convert(args) => convert(args),
     }
 }
 
@@ -95,6 +97,29 @@ fn generate(args: cli::GenerateArgs) -> Result<i32> {
         generate::generate(&opts, out, expected).context("could not write the generated events")?;
     eprintln!("{}", stats.summary());
     Ok(exit_codes::SUCCESS)
+}
+
+/// `convert`: read, normalize, write attempt records; bad input as for `analyze`.
+fn convert(args: ConvertArgs) -> Result<i32> {
+    let policy = match &args.policy {
+        Some(path) => policy::load(path)?,
+        None => policy::Policy::default(),
+    };
+    let rules = base_rules(&args.input, &policy, args.policy.as_deref())?;
+    let input = input_config(args.input, &rules, &policy)?;
+    let ingested = ingest::read_inputs(&input, &rules.hops)?;
+    let converted = convert::convert(ingested, &rules.hops, input.bad_input)?;
+    write_output(args.output.as_deref(), &converted.bytes)?;
+    if let Some(stats) = &converted.span_stats {
+        eprintln!("{}", convert::span_note(stats, converted.records));
+    }
+    if converted.duplicate_events > 0 {
+        eprintln!(
+            "attempt-funnel: {} exact duplicate events written once",
+            converted.duplicate_events
+        );
+    }
+    Ok(report_issues(&converted.issues, input.bad_input))
 }
 
 fn analyze(config: AnalyzeConfig) -> Result<i32> {
@@ -201,7 +226,7 @@ fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
     }
 }
 
-fn input_config(args: InputArgs) -> InputConfig {
+fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Result<InputConfig> {
     let mut paths: Vec<InputPath> = args
         .files
         .into_iter()
@@ -216,12 +241,36 @@ fn input_config(args: InputArgs) -> InputConfig {
     if paths.is_empty() {
         paths.push(InputPath::Stdin);
     }
-    InputConfig {
+    let mut spans = SpanMapping::new(&rules.hops, rules.queue_hops.clone());
+    let from_policy: Vec<String> = policy
+        .hop_map
+        .iter()
+        .map(|(service, hop)| format!("{service}={hop}"))
+        .collect();
+    spans.add_hop_rules("policy [hop_map]", &from_policy, &rules.hops)?;
+    spans.add_hop_rules("--hop", &args.hop_map, &rules.hops)?;
+    for (flag, value) in [
+        ("--operation-attribute", &args.operation_attribute),
+        ("--run-attribute", &args.run_attribute),
+    ] {
+        if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+            anyhow::bail!(
+                "{flag} needs an attribute name, e.g. {flag} http.request.header.idempotency-key"
+            );
+        }
+    }
+    spans.operation_attribute = args.operation_attribute;
+    if let Some(run) = args.run_attribute {
+        spans.run_attribute = run;
+    }
+    Ok(InputConfig {
         paths,
         format: match args.input_format {
             InputFormatArg::Auto => InputFormat::Auto,
             InputFormatArg::Jsonl => InputFormat::Jsonl,
             InputFormatArg::Logfmt => InputFormat::Logfmt,
+            InputFormatArg::Otlp => InputFormat::Otlp,
+            InputFormatArg::Zipkin => InputFormat::Zipkin,
         },
         bad_input: if args.strict {
             BadInputPolicy::Strict
@@ -231,7 +280,8 @@ fn input_config(args: InputArgs) -> InputConfig {
             BadInputPolicy::Report
         },
         progress: ingest::progress::wanted(),
-    }
+        spans,
+    })
 }
 
 /// Parquet is binary: it goes to a file, or to stdout only when asked for with `-o -` and
@@ -248,9 +298,13 @@ fn check_parquet_output(output: Option<&Path>) -> Result<()> {
     }
 }
 
-/// Resolves the rules: defaults, then the policy file, then flags.
-fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
-    let hop_names = match (&args.input.hops, &policy.hops) {
+/// The hop order and queue hops: defaults, then the policy file, then `--hops`.
+fn base_rules(
+    input: &InputArgs,
+    policy: &policy::Policy,
+    policy_path: Option<&Path>,
+) -> Result<Rules> {
+    let hop_names = match (&input.hops, &policy.hops) {
         (Some(flag), _) => flag.clone(),
         (None, Some(from_policy)) => from_policy.clone(),
         (None, None) => config::DEFAULT_HOPS.iter().map(|s| s.to_string()).collect(),
@@ -258,11 +312,20 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
     let mut rules = Rules::new(HopOrder::new(hop_names)?);
     // Checked here, before the policy's values are applied, so that a policy error names
     // the policy and its key, not the flag the value would otherwise have come from.
-    if let Some(path) = &args.policy {
+    if let Some(path) = policy_path {
         policy
             .check_hops(&rules.hops)
             .with_context(|| format!("invalid policy '{}'", path.display()))?;
     }
+    if let Some(queues) = &policy.queue_hops {
+        rules.queue_hops = rules.hop_flags("policy queue_hops", queues)?;
+    }
+    Ok(rules)
+}
+
+/// Resolves the rules: defaults, then the policy file, then flags.
+fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
+    let mut rules = base_rules(&args.input, policy, args.policy.as_deref())?;
     let policy_budgets: Vec<String> = policy
         .budgets
         .iter()
@@ -272,9 +335,6 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
         .set_budgets(&policy_budgets)
         .context("in the policy's [budgets]")?;
     rules.set_budgets(&args.budget)?;
-    if let Some(queues) = &policy.queue_hops {
-        rules.queue_hops = rules.hop_flags("policy queue_hops", queues)?;
-    }
     let overlap_hops: Vec<String> = policy
         .allow_overlap
         .iter()
@@ -324,7 +384,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         check_parquet_output(args.output.as_deref())?;
     }
     Ok(AnalyzeConfig {
-        input: input_config(args.input),
+        input: input_config(args.input, &rules, &policy)?,
         format: match args.format {
             FormatArg::Table => OutputFormat::Table,
             FormatArg::Json => OutputFormat::Json,

@@ -15,6 +15,10 @@
 //! [burst]
 //! window_ms = 50
 //! min_ops = 5
+//!
+//! [hop_map]
+//! checkout = "caller"
+//! "api-gateway:server" = "-"
 //! ```
 
 use std::collections::BTreeMap;
@@ -49,6 +53,10 @@ pub struct Policy {
     pub queue_hops: Option<Vec<String>>,
     #[serde(default)]
     pub burst: BurstPolicy,
+    /// Span service (or `service:kind`) → hop, or `-` for spans that are not attempts
+    /// (OTLP and Zipkin input; docs/formats.md).
+    #[serde(default)]
+    pub hop_map: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq)]
@@ -188,6 +196,16 @@ mod tests {
         let err = format!("{:#}", p.check_hops(&hops).unwrap_err());
         assert!(err.contains("budgets names unknown hop \"edge\""), "{err}");
         parse(EXAMPLE).unwrap().check_hops(&hops).unwrap();
+    }
+
+    #[test]
+    fn hop_map_reads_services_and_kinds() {
+        let p = parse("[hop_map]\ncheckout = \"caller\"\n\"edge:server\" = \"-\"").unwrap();
+        assert_eq!(
+            p.hop_map.get("checkout").map(String::as_str),
+            Some("caller")
+        );
+        assert_eq!(p.hop_map.get("edge:server").map(String::as_str), Some("-"));
     }
 
     #[test]

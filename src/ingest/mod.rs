@@ -9,9 +9,12 @@
 mod fields;
 mod jsonl;
 mod logfmt;
+mod otlp;
 mod parquet;
 pub mod progress;
 mod source;
+pub mod spans;
+mod zipkin;
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -55,7 +58,11 @@ pub struct Ingested {
     /// Non-blank lines read.
     pub lines_read: u64,
     pub issues: Vec<InputIssue>,
+    /// What became of the spans, when an input was OTLP or Zipkin.
+    pub span_stats: Option<spans::SpanStats>,
     op_index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
+    /// Spans read so far; they become events once every input has been read.
+    spans: Vec<spans::MappedSpan>,
 }
 
 impl Ingested {
@@ -129,6 +136,9 @@ pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
         .with_context(|| format!("could not read '{name}'"))?;
     }
     progress.finish();
+    if out.span_stats.is_some() {
+        push_spans(config, &mut out)?;
+    }
     Ok(out)
 }
 
@@ -175,6 +185,24 @@ fn read_one(
         };
         if end > 0 {
             let format = *format.get_or_insert_with(|| detect_format(&buf[..end]));
+            if matches!(format, InputFormat::Otlp | InputFormat::Zipkin) {
+                next_line = parse_span_chunk(
+                    &buf[..end],
+                    eof,
+                    next_line,
+                    file,
+                    name,
+                    format,
+                    config,
+                    hops,
+                    out,
+                )?;
+                buf.drain(..end);
+                if eof {
+                    return Ok(());
+                }
+                continue;
+            }
             next_line = parse_chunk(
                 &buf[..end],
                 eof,
@@ -195,14 +223,175 @@ fn read_one(
     }
 }
 
-/// JSON Lines when the first non-blank line starts with `{`, logfmt otherwise.
+/// By the first non-blank line: `[` is Zipkin (an array of spans); `{` is OTLP when the
+/// object has `resourceSpans`, Zipkin when it has `traceId` and `id` (and no operation),
+/// JSON Lines otherwise; anything else is logfmt.
 fn detect_format(bytes: &[u8]) -> InputFormat {
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'{') {
-        InputFormat::Jsonl
-    } else {
-        InputFormat::Logfmt
+    let Some(start) = bytes.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return InputFormat::Logfmt;
+    };
+    match bytes[start] {
+        b'[' => InputFormat::Zipkin,
+        b'{' => {
+            let line = &bytes[start..];
+            let line = memchr::memchr(b'\n', line).map_or(line, |i| &line[..i]);
+            spans_format(line).unwrap_or(InputFormat::Jsonl)
+        }
+        _ => InputFormat::Logfmt,
     }
+}
+
+/// OTLP or Zipkin when the first object looks like one (see [`detect_format`]).
+fn spans_format(line: &[u8]) -> Option<InputFormat> {
+    use serde::de::IgnoredAny;
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Sniff {
+        #[serde(alias = "resource_spans")]
+        resource_spans: Option<IgnoredAny>,
+        trace_id: Option<IgnoredAny>,
+        id: Option<IgnoredAny>,
+        #[serde(alias = "operation_id", alias = "operation")]
+        operation_id: Option<IgnoredAny>,
+    }
+    let sniff: Sniff = serde_json::from_slice(line).ok()?;
+    if sniff.resource_spans.is_some() {
+        Some(InputFormat::Otlp)
+    } else if sniff.trace_id.is_some() && sniff.id.is_some() && sniff.operation_id.is_none() {
+        Some(InputFormat::Zipkin)
+    } else {
+        None
+    }
+}
+
+/// Parses OTLP or Zipkin lines in parallel and keeps their spans for [`push_spans`]: the
+/// operation and parent of a span may depend on spans later in the input.
+#[allow(clippy::too_many_arguments)]
+fn parse_span_chunk(
+    chunk: &[u8],
+    at_eof: bool,
+    first_line: u64,
+    file: u32,
+    name: &str,
+    format: InputFormat,
+    config: &InputConfig,
+    hops: &HopOrder,
+    out: &mut Ingested,
+) -> Result<u64> {
+    let mut lines: Vec<&[u8]> = chunk.split(|&b| b == b'\n').collect();
+    if chunk.last() == Some(&b'\n') {
+        lines.pop();
+    }
+    let last = lines.len().saturating_sub(1);
+    let truncated_tail = at_eof && chunk.last() != Some(&b'\n');
+    type Mapped = Vec<Result<(spans::MappedSpan, Option<String>), String>>;
+    let parsed: Vec<Option<Result<Mapped, String>>> = lines
+        .par_iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            if raw.iter().all(u8::is_ascii_whitespace) {
+                return None;
+            }
+            let Ok(text) = std::str::from_utf8(raw) else {
+                return Some(Err("not valid UTF-8: spans must be UTF-8 JSON".to_string()));
+            };
+            let unterminated = truncated_tail && i == last;
+            let read = match format {
+                InputFormat::Otlp => otlp::parse(text, unterminated),
+                _ => zipkin::parse(text, unterminated),
+            };
+            let source = SourceRef {
+                file,
+                line: u32::try_from(first_line + i as u64).unwrap_or(u32::MAX),
+            };
+            Some(read.map(|results| {
+                results
+                    .into_iter()
+                    .enumerate()
+                    .map(|(n, r)| {
+                        let index = n as u32 + 1;
+                        match r {
+                            Ok(span) => {
+                                Ok(spans::map_span(span, index, source, &config.spans, hops))
+                            }
+                            Err(e) => Err(format!(
+                                "{} {}",
+                                spans::label(index, e.id.as_deref()),
+                                e.message
+                            )),
+                        }
+                    })
+                    .collect()
+            }))
+        })
+        .collect();
+    // Marks the input as holding spans, so that push_spans runs even if none was readable.
+    out.span_stats.get_or_insert_with(Default::default);
+    for (i, result) in parsed.into_iter().enumerate() {
+        let line = first_line + i as u64;
+        let Some(result) = result else { continue };
+        out.lines_read += 1;
+        let mut problems = Vec::new();
+        match result {
+            Err(message) => problems.push(message),
+            Ok(mapped) => {
+                for m in mapped {
+                    match m {
+                        Ok((span, problem)) => {
+                            out.spans.push(span);
+                            problems.extend(problem);
+                        }
+                        Err(message) => {
+                            out.span_stats.get_or_insert_with(Default::default).spans += 1;
+                            problems.push(message);
+                        }
+                    }
+                }
+            }
+        }
+        for message in problems {
+            let issue = InputIssue {
+                path: name.to_string(),
+                line,
+                message,
+            };
+            if config.bad_input == BadInputPolicy::Strict {
+                bail!("{issue}\n(stopped at the first bad line because of --strict)");
+            }
+            out.issues.push(issue);
+        }
+    }
+    Ok(first_line + lines.len() as u64)
+}
+
+/// Resolves every span read (operation, test run, parent: see [`spans::resolve`]) and adds
+/// the attempts as events.
+fn push_spans(config: &InputConfig, out: &mut Ingested) -> Result<()> {
+    let resolved = spans::resolve(std::mem::take(&mut out.spans), &config.spans);
+    let mut problems: Vec<InputIssue> = resolved
+        .problems
+        .into_iter()
+        .map(|(source, message)| InputIssue {
+            path: out.files[source.file as usize].clone(),
+            line: u64::from(source.line),
+            message,
+        })
+        .collect();
+    if config.bad_input == BadInputPolicy::Strict {
+        if let Some(first) = problems.first() {
+            bail!("{first}\n(stopped at the first bad line because of --strict)");
+        }
+    }
+    out.issues.append(&mut problems);
+    let unreadable = out.span_stats.as_ref().map_or(0, |s| s.spans);
+    let mut stats = resolved.stats;
+    stats.spans += unreadable;
+    out.span_stats = Some(stats);
+    for (source, line) in resolved.lines {
+        out.push(source, line);
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -295,6 +484,7 @@ mod tests {
             format: InputFormat::Auto,
             bad_input: policy,
             progress: false,
+            spans: crate::config::SpanMapping::new(&HopOrder::default(), vec![false; 4]),
         };
         let mut out = Ingested::default();
         out.files.push("mem".into());
@@ -329,6 +519,33 @@ mod tests {
     fn strict_stops_at_the_first_bad_line() {
         let err = ingest_bytes(b"{\"start_ms\":1}\n", BadInputPolicy::Strict).unwrap_err();
         assert!(format!("{err:#}").contains("mem:1: missing operation_id"));
+    }
+
+    #[test]
+    fn detects_each_format_from_the_first_line() {
+        let cases: [(&[u8], InputFormat); 6] = [
+            (b"\n{\"resourceSpans\":[]}\n", InputFormat::Otlp),
+            (b"[{\"traceId\":\"a\",\"id\":\"b\"}]", InputFormat::Zipkin),
+            (b"{\"traceId\":\"a\",\"id\":\"b\"}\n", InputFormat::Zipkin),
+            // A native event that happens to carry trace fields stays JSON Lines.
+            (
+                b"{\"operation_id\":\"o\",\"traceId\":\"a\",\"id\":\"b\"}",
+                InputFormat::Jsonl,
+            ),
+            (
+                b"{\"operation_id\":\"o\"}\n{\"resourceSpans\":[]}",
+                InputFormat::Jsonl,
+            ),
+            (b"operation=o start_ms=1", InputFormat::Logfmt),
+        ];
+        for (bytes, expected) in cases {
+            assert_eq!(
+                detect_format(bytes),
+                expected,
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
     }
 
     #[test]

@@ -282,6 +282,10 @@ mod tests {
             format: InputFormat::Auto,
             bad_input,
             progress: false,
+            spans: crate::config::SpanMapping::new(
+                &crate::config::HopOrder::default(),
+                vec![false; 4],
+            ),
         }
     }
 

@@ -1,0 +1,203 @@
+//! `attempt-funnel convert`: the attempts that ingest and normalize made of the input, as
+//! native JSON Lines attempt records (SPEC §2), one per line. For spans (OTLP, Zipkin) this
+//! shows exactly what the mapping produced; for native input it pairs point events and
+//! fills in inferred starts. Analysing the output gives the same per-operation results as
+//! analysing the input.
+//!
+//! ```text
+//! {"operation_id":"5b8e…","hop":"caller","attempt":2,"start_ms":1700000000250.0,"finish_ms":1700000000900.0,"outcome":"ok","target":"GET api-gateway/stock/42","span_id":"…"}
+//! ```
+
+use anyhow::Result;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::config::{BadInputPolicy, HopOrder};
+use crate::ingest::spans::{Skip, SpanStats};
+use crate::ingest::{Ingested, InputIssue};
+use crate::model::{Attempt, Event, Millis, OperationKey, Outcome};
+use crate::normalize::{canonical_order, normalize_operation, problem_issue};
+
+/// The converted records and what was wrong with the input.
+pub struct Converted {
+    pub bytes: Vec<u8>,
+    pub records: u64,
+    pub issues: Vec<InputIssue>,
+    pub duplicate_events: u64,
+    pub span_stats: Option<SpanStats>,
+}
+
+/// One attempt record, keys in SPEC §2 order; absent values are left out.
+#[derive(Serialize)]
+struct Record<'a> {
+    operation_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    test_run_id: Option<&'a str>,
+    hop: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt: Option<u32>,
+    start_ms: Millis,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finish_ms: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<OutcomeValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delivery: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    span_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delay_ms: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<Millis>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    effect: bool,
+}
+
+/// An outcome as the input reference spells it: a name, or an HTTP status as a number.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum OutcomeValue {
+    Name(&'static str),
+    Status(u16),
+}
+
+impl From<Outcome> for OutcomeValue {
+    fn from(o: Outcome) -> Self {
+        match o {
+            Outcome::Ok => OutcomeValue::Name("ok"),
+            Outcome::Error => OutcomeValue::Name("error"),
+            Outcome::Timeout => OutcomeValue::Name("timeout"),
+            Outcome::Cancelled => OutcomeValue::Name("cancelled"),
+            Outcome::Rejected => OutcomeValue::Name("rejected"),
+            Outcome::Http(code) => OutcomeValue::Status(code),
+        }
+    }
+}
+
+/// Normalizes every operation and writes its attempts, operations in (test run, ID) order
+/// and attempts in the pipeline's canonical order.
+pub fn convert(
+    mut ingested: Ingested,
+    hops: &HopOrder,
+    bad_input: BadInputPolicy,
+) -> Result<Converted> {
+    let mut events = std::mem::take(&mut ingested.events);
+    events.par_sort_unstable_by(|a, b| a.op.cmp(&b.op).then_with(|| canonical_order(a, b)));
+    let slices: Vec<&[Event]> = events.chunk_by(|a, b| a.op == b.op).collect();
+    let mut operations: Vec<(OperationKey, crate::normalize::Normalized)> = slices
+        .into_par_iter()
+        .map(|slice| {
+            (
+                ingested.operation_key(slice[0].op),
+                normalize_operation(slice),
+            )
+        })
+        .collect();
+
+    let mut problems: Vec<InputIssue> = operations
+        .iter_mut()
+        .flat_map(|(_, n)| std::mem::take(&mut n.problems))
+        .map(|(source, message)| problem_issue(&ingested.files, source, message))
+        .collect();
+    problems.sort_by(|a, b| (a.path.as_str(), a.line).cmp(&(b.path.as_str(), b.line)));
+    if bad_input == BadInputPolicy::Strict {
+        if let Some(first) = problems.first() {
+            anyhow::bail!("{first}\n(stopped at the first bad line because of --strict)");
+        }
+    }
+    let mut issues = std::mem::take(&mut ingested.issues);
+    issues.extend(problems);
+
+    operations.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut bytes = Vec::new();
+    let mut records = 0;
+    let mut duplicate_events = 0;
+    for (key, normalized) in &operations {
+        duplicate_events += normalized.duplicates.len() as u64;
+        for a in &normalized.attempts {
+            let record = record(key, a, hops, &ingested);
+            serde_json::to_writer(&mut bytes, &record)?;
+            bytes.push(b'\n');
+            records += 1;
+        }
+    }
+    Ok(Converted {
+        bytes,
+        records,
+        issues,
+        duplicate_events,
+        span_stats: ingested.span_stats.take(),
+    })
+}
+
+fn record<'a>(
+    key: &'a OperationKey,
+    a: &Attempt,
+    hops: &'a HopOrder,
+    ingested: &'a Ingested,
+) -> Record<'a> {
+    let text = |s: Option<u32>| s.map(|s| ingested.strings.resolve(s));
+    Record {
+        operation_id: &key.operation_id,
+        test_run_id: key.test_run_id.as_deref(),
+        hop: hops.name(a.hop),
+        attempt: a.attempt,
+        start_ms: a.start_ms,
+        finish_ms: a.finish_ms,
+        outcome: a.outcome.map(OutcomeValue::from),
+        target: text(a.target),
+        message_id: text(a.message_id),
+        delivery: a.delivery,
+        span_id: text(a.span_id),
+        parent_id: text(a.parent_id),
+        delay_ms: a.delay_ms,
+        retry_after_ms: a.retry_after_ms,
+        effect: a.effect,
+    }
+}
+
+/// The one-line account of the spans on stderr: how many became attempts, and which were
+/// not attempts and why, so that a mapping that missed a hop is visible.
+pub fn span_note(stats: &SpanStats, records: u64) -> String {
+    /// Groups of non-attempt spans named one by one before the rest are only counted.
+    const GROUPS_SHOWN: usize = 6;
+    let skipped: u64 = stats.skipped.values().sum();
+    let mut note = format!(
+        "attempt-funnel: {} spans read, {} attempts, {} attempt records written",
+        stats.spans, stats.attempts, records
+    );
+    if skipped > 0 {
+        let groups: Vec<String> = stats
+            .skipped
+            .iter()
+            .take(GROUPS_SHOWN)
+            .map(|((service, kind, why), n)| {
+                let service = if service.is_empty() {
+                    "(no service)"
+                } else {
+                    service
+                };
+                match why {
+                    Skip::Internal => format!("{service} {kind} ×{n}"),
+                    _ => format!("{service} {kind} ({}) ×{n}", why.describe()),
+                }
+            })
+            .collect();
+        let more = if stats.skipped.len() > GROUPS_SHOWN {
+            ", …"
+        } else {
+            ""
+        };
+        note.push_str(&format!(
+            "; {skipped} spans are not attempts: {}{more} (see docs/formats.md)",
+            groups.join(", ")
+        ));
+    }
+    note
+}
