@@ -1,13 +1,14 @@
 //! Runs the per-operation stages (normalize → group → classify) over every operation in
 //! parallel, then the one cross-operation rule (bursts), and collects per-operation results
-//! and the attempt table that the summary aggregates.
+//! and the attempt table that the summary aggregates. The attempts themselves are kept only
+//! for the few operations a report draws ([`Keep`]): memory stays bounded by those.
 
 use rayon::prelude::*;
 
 use crate::burst::{find_bursts, Burst, RetryPoint};
 use crate::classify::{classify, findings, operation_facts, Class, Finding, OperationFacts, Role};
 use crate::config::{BadInputPolicy, Rules};
-use crate::group::build_tree;
+use crate::group::{build_tree, Tree};
 use crate::ingest::{Ingested, InputIssue};
 use crate::model::{Attempt, Event, Millis, OperationKey, Timing};
 use crate::normalize::{canonical_order, normalize_operation, problem_issue, Normalized};
@@ -35,10 +36,46 @@ impl OperationResult {
     }
 }
 
+/// The order of the worst operations: most attempts first, then the longest overlap, then
+/// the operation key. The summary's `worst_operations` and the kept timelines both use it.
+pub fn worst_first(a: &OperationResult, b: &OperationResult) -> std::cmp::Ordering {
+    b.total_attempts()
+        .cmp(&a.total_attempts())
+        .then(b.overlap_ms.total_cmp(&a.overlap_ms))
+        .then(a.key.cmp(&b.key))
+}
+
+/// Which operations keep their attempts after the analysis, for timelines and `show`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Keep {
+    /// The `n` worst operations, in [`worst_first`] order.
+    Worst(usize),
+    /// These operations, by index into the ingested operation table, in this order.
+    Operations(Vec<u32>),
+}
+
+/// One operation whose attempts were kept: what its timeline is drawn from.
+#[derive(Debug, Clone)]
+pub struct KeptOperation {
+    /// Index into the ingested operation table (what [`Burst::ops`] holds).
+    pub op: u32,
+    pub result: OperationResult,
+    /// In canonical order: by hop, then start.
+    pub attempts: Vec<Attempt>,
+    pub tree: Tree,
+    /// Parallel to `attempts`.
+    pub roles: Vec<Role>,
+    /// Each attempt's `target`, as read; parallel to `attempts`.
+    pub targets: Vec<Option<Box<str>>>,
+    /// Each attempt's `message_id`, as read; parallel to `attempts`.
+    pub message_ids: Vec<Option<Box<str>>>,
+}
+
 /// One row per attempt, as columns: what the per-hop aggregates are computed from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AttemptColumns {
     pub hop: Vec<u32>,
+    pub start_ms: Vec<Millis>,
     pub duration_ms: Vec<Option<f64>>,
     pub role: Vec<Role>,
     pub success: Vec<Option<bool>>,
@@ -66,6 +103,10 @@ pub struct Analysis {
     pub files: Vec<String>,
     pub lines_read: u64,
     pub events: u64,
+    /// The latest time anywhere in the input: where unfinished attempts are still active.
+    pub trace_end_ms: Millis,
+    /// The operations asked for with [`Keep`], with their attempts.
+    pub kept: Vec<KeptOperation>,
 }
 
 /// One operation after the per-operation stages.
@@ -79,6 +120,7 @@ pub fn analyze(
     mut ingested: Ingested,
     rules: &Rules,
     bad_input: BadInputPolicy,
+    keep: &Keep,
 ) -> anyhow::Result<Analysis> {
     let mut events = std::mem::take(&mut ingested.events);
     events.par_sort_unstable_by(canonical_order);
@@ -171,6 +213,7 @@ pub fn analyze(
             }
         })
         .collect();
+    let kept = keep_operations(&work, &operations, keep, rules, trace_end_ms, &ingested);
     // Operations whose every event was a problem have no attempts and no result.
     operations.retain(|o| o.total_attempts() > 0);
     operations.par_sort_unstable_by(|a, b| a.key.cmp(&b.key));
@@ -189,7 +232,60 @@ pub fn analyze(
         files: ingested.files,
         lines_read: ingested.lines_read,
         events: events.len() as u64,
+        trace_end_ms,
+        kept,
     })
+}
+
+/// Copies out the attempts of the operations `keep` asks for. `operations` is parallel to
+/// `work`; the tree of each is built again, which is cheaper than keeping every tree.
+fn keep_operations(
+    work: &[OperationWork],
+    operations: &[OperationResult],
+    keep: &Keep,
+    rules: &Rules,
+    trace_end_ms: Millis,
+    ingested: &Ingested,
+) -> Vec<KeptOperation> {
+    let chosen: Vec<usize> = match keep {
+        Keep::Worst(n) => {
+            let mut all: Vec<usize> = (0..work.len())
+                .filter(|&i| operations[i].total_attempts() > 0)
+                .collect();
+            let by_worst = |&a: &usize, &b: &usize| worst_first(&operations[a], &operations[b]);
+            if *n < all.len() {
+                if *n == 0 {
+                    return Vec::new();
+                }
+                all.select_nth_unstable_by(*n - 1, by_worst);
+                all.truncate(*n);
+            }
+            all.sort_by(by_worst);
+            all
+        }
+        Keep::Operations(ops) => ops
+            .iter()
+            .filter_map(|op| work.binary_search_by_key(op, |w| w.op).ok())
+            .filter(|&i| operations[i].total_attempts() > 0)
+            .collect(),
+    };
+    let resolve = |sym: Option<u32>| sym.map(|s| ingested.strings.resolve(s).into());
+    chosen
+        .into_iter()
+        .map(|i| {
+            let w = &work[i];
+            let attempts = w.normalized.attempts.clone();
+            KeptOperation {
+                op: w.op,
+                result: operations[i].clone(),
+                tree: build_tree(&attempts, rules, trace_end_ms),
+                roles: w.facts.roles.clone(),
+                targets: attempts.iter().map(|a| resolve(a.target)).collect(),
+                message_ids: attempts.iter().map(|a| resolve(a.message_id)).collect(),
+                attempts,
+            }
+        })
+        .collect()
 }
 
 fn latest_time(e: &Event) -> Millis {
@@ -237,6 +333,7 @@ fn attempt_columns(work: &[OperationWork]) -> AttemptColumns {
 
 fn push_attempt(cols: &mut AttemptColumns, a: &Attempt, role: Role) {
     cols.hop.push(u32::from(a.hop));
+    cols.start_ms.push(a.start_ms);
     cols.duration_ms.push(a.duration_ms());
     cols.role.push(role);
     cols.success.push(a.outcome.map(|o| o.is_success()));
