@@ -6,7 +6,7 @@
 //! capped), so the page stays small for any input. It formats a [`Summary`]; the only
 //! arithmetic here turns milliseconds and counts into pixels.
 
-use super::layout::{count, funnel_text, headline, millis, percent, sections};
+use super::layout::{count, counted, funnel_text, headline, millis, percent, sections};
 use super::show::{class_reason, epoch_text, finding_text};
 use crate::classify::{Class, Role};
 use crate::summary::{OperationRecord, Summary};
@@ -122,23 +122,21 @@ fn px(v: f64) -> String {
     }
 }
 
-/// A time offset for an axis whose ticks are `step` ms apart: `250 ms`, `1.5 s`, `2 min`.
+/// A time offset for an axis whose ticks are `step` ms apart, in the one unit that suits
+/// the step: `250 ms`, `1.5 s`, `2 min`, `3 h`, `2 d`.
 fn offset_text(ms: f64, step: f64) -> String {
-    let trim = |v: f64, decimals: usize| {
-        let s = format!("{v:.decimals$}");
-        if s.contains('.') {
-            s.trim_end_matches('0').trim_end_matches('.').to_string()
-        } else {
-            s
-        }
-    };
-    if step >= 60_000.0 && (ms / 60_000.0).fract().abs() < 1e-9 {
-        format!("{} min", trim(ms / 60_000.0, 0))
-    } else if step >= 100.0 && ms != 0.0 {
-        format!("{} s", trim(ms / 1000.0, 3))
-    } else {
-        format!("{} ms", trim(ms, 1))
-    }
+    let (unit_ms, unit) = [
+        (86_400_000.0, "d"),
+        (3_600_000.0, "h"),
+        (60_000.0, "min"),
+        (1000.0, "s"),
+    ]
+    .into_iter()
+    .find(|&(u, _)| step >= u / 10.0 && (u < 60_000.0 || step >= u))
+    .unwrap_or((1.0, "ms"));
+    let text = format!("{:.3}", ms / unit_ms);
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text} {unit}")
 }
 
 fn class_css(class: Class) -> String {
@@ -269,7 +267,7 @@ fn funnel(out: &mut String, s: &Summary) {
     let top = 8.0;
     let height = top + row_h * (hops.len() + 1) as f64 + 6.0;
     let x0 = LABEL_W + 6.0;
-    let bar_w = 700.0;
+    let bar_w = 640.0;
     let max = hops
         .iter()
         .map(|h| h.attempts)
@@ -353,20 +351,18 @@ fn funnel(out: &mut String, s: &Summary) {
         if h.redeliveries > 0 {
             text.push_str(&format!(", {} redeliveries", count(h.redeliveries)));
         }
+        if h.first_multiplying > 0 {
+            text.push_str(&format!(
+                " · <tspan{}>first to multiply in {}</tspan>",
+                if main { " class=\"bold\"" } else { "" },
+                counted(h.first_multiplying, "operation", "operations")
+            ));
+        }
         out.push_str(&format!(
             "<text x=\"{}\" y=\"{}\">{text}</text>\n",
             px(x(h.attempts) + 8.0),
             px(y + bar_h / 2.0 + 4.0)
         ));
-        if h.first_multiplying > 0 {
-            out.push_str(&format!(
-                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"small\">{}first to multiply in {} ops</text>\n",
-                px(CHART_W - 6.0),
-                px(y + bar_h / 2.0 + 4.0),
-                if main { "▲ " } else { "" },
-                count(h.first_multiplying)
-            ));
-        }
     }
     out.push_str(&format!(
         "<line class=\"l-ops\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/>\n",
@@ -472,8 +468,8 @@ fn over_time(out: &mut String, s: &Summary) {
         "<section class=\"chart-section\" id=\"over-time\">\n<h2>Attempts over time</h2>\n",
     );
     out.push_str(&format!(
-        "<p class=\"muted\">Attempts started per {} ms, one panel per hop on one time axis, with the logical operations started for reference. Synchronized bursts are marked <span class=\"sw\" style=\"background:var(--burst)\"></span>on their hop. Hover a column for its numbers.</p>\n",
-        millis(t.bucket_ms)
+        "<p class=\"muted\">Attempts started per {}, one panel per hop on one time axis, with the logical operations started for reference. Synchronized bursts are marked <span class=\"sw\" style=\"background:var(--burst)\"></span>on their hop. Hover a column for its numbers.</p>\n",
+        offset_text(t.bucket_ms, t.bucket_ms)
     ));
     draw_over_time(out, s, t);
     out.push_str("<ul class=\"legend\"><li><span class=\"sw\" style=\"background:#c9d1d9\"></span>operations started</li><li><span class=\"sw line\"></span>operations started (reference)</li><li><span class=\"sw\" style=\"background:var(--orig)\"></span>originals</li><li><span class=\"sw\" style=\"background:var(--retry)\"></span>retries</li><li><span class=\"sw\" style=\"background:var(--redel)\"></span>redeliveries</li><li><span class=\"sw\" style=\"background:var(--burst)\"></span>synchronized burst</li></ul>\n");
@@ -954,10 +950,13 @@ mod tests {
 
     #[test]
     fn axis_offsets_read_as_people_write_them() {
-        assert_eq!(offset_text(0.0, 500.0), "0 ms");
+        assert_eq!(offset_text(0.0, 50.0), "0 ms");
         assert_eq!(offset_text(250.0, 50.0), "250 ms");
         assert_eq!(offset_text(1500.0, 500.0), "1.5 s");
+        assert_eq!(offset_text(30_000.0, 10_000.0), "30 s");
         assert_eq!(offset_text(120_000.0, 60_000.0), "2 min");
+        assert_eq!(offset_text(7_200_000.0, 3_600_000.0), "2 h");
+        assert_eq!(offset_text(1e10, 1e10), "115.741 d");
         assert_eq!(px(12.04), "12");
         assert_eq!(px(12.25), "12.3");
     }
