@@ -139,6 +139,16 @@ fn offset_text(ms: f64, step: f64) -> String {
     format!("{text} {unit}")
 }
 
+/// Tick labels are centred on their tick, except where that would cut them at the
+/// chart's right edge.
+fn tick_anchor(x: f64) -> &'static str {
+    if x > CHART_W - 40.0 {
+        "end"
+    } else {
+        "middle"
+    }
+}
+
 fn class_css(class: Class) -> String {
     format!("c-{}", class.name())
 }
@@ -469,7 +479,11 @@ fn over_time(out: &mut String, s: &Summary) {
     );
     out.push_str(&format!(
         "<p class=\"muted\">Attempts started per {}, one panel per hop on one time axis, with the logical operations started for reference. Synchronized bursts are marked <span class=\"sw\" style=\"background:var(--burst)\"></span>on their hop. Hover a column for its numbers.</p>\n",
-        offset_text(t.bucket_ms, t.bucket_ms)
+        if t.bucket_ms < 1000.0 {
+            format!("{} ms", millis(t.bucket_ms))
+        } else {
+            offset_text(t.bucket_ms, t.bucket_ms)
+        }
     ));
     draw_over_time(out, s, t);
     out.push_str("<ul class=\"legend\"><li><span class=\"sw\" style=\"background:#c9d1d9\"></span>operations started</li><li><span class=\"sw line\"></span>operations started (reference)</li><li><span class=\"sw\" style=\"background:var(--orig)\"></span>originals</li><li><span class=\"sw\" style=\"background:var(--retry)\"></span>retries</li><li><span class=\"sw\" style=\"background:var(--redel)\"></span>redeliveries</li><li><span class=\"sw\" style=\"background:var(--burst)\"></span>synchronized burst</li></ul>\n");
@@ -501,12 +515,13 @@ fn draw_over_time(out: &mut String, s: &Summary, t: &AttemptsOverTime) {
     while tick <= span_ms + 1e-9 {
         let tx = x_ms(t.start_ms + tick);
         out.push_str(&format!(
-            "<line class=\"grid\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/><text class=\"small\" x=\"{0}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
+            "<line class=\"grid\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/><text class=\"small\" x=\"{0}\" y=\"{3}\" text-anchor=\"{5}\">{4}</text>\n",
             px(tx),
             px(top - 6.0),
             px(axis_y),
             px(axis_y + 14.0),
-            if tick == 0.0 { "0".to_string() } else { format!("+{}", offset_text(tick, step)) }
+            if tick == 0.0 { "0".to_string() } else { format!("+{}", offset_text(tick, step)) },
+            tick_anchor(tx)
         ));
         tick += step;
     }
@@ -755,12 +770,13 @@ fn timeline(out: &mut String, n: usize, t: &OperationTimeline, record: Option<&O
     let mut tick = 0.0;
     while tick <= span + 1e-9 {
         out.push_str(&format!(
-            "<line class=\"grid\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/><text class=\"small\" x=\"{0}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
+            "<line class=\"grid\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/><text class=\"small\" x=\"{0}\" y=\"{3}\" text-anchor=\"{5}\">{4}</text>\n",
             px(x(tick)),
             px(top - 4.0),
             px(height - 4.0),
             px(top - 8.0),
-            offset_text(tick, step)
+            offset_text(tick, step),
+            tick_anchor(x(tick))
         ));
         tick += step;
     }
