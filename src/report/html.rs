@@ -93,6 +93,8 @@ footer { margin-top: 36px; color: var(--muted); font-size: 12px; }
   .cards { grid-template-columns: repeat(6, 1fr); }
   a { color: inherit; text-decoration: none; }
   svg.chart .hit:hover { fill: transparent; }
+  svg.chart text { font-size: 14px; }
+  svg.chart text.small, svg.chart text.in { font-size: 12px; }
 }
 "#;
 
