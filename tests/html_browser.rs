@@ -281,3 +281,13 @@ fn the_incident_report_renders_in_headless_chromium_without_console_errors() {
         "one timeline per worst operation"
     );
 }
+
+#[test]
+fn console_messages_and_uncaught_errors_in_chromium_logs_are_caught() {
+    // Lines as Chromium 156 logs them with --enable-logging=stderr --v=0.
+    let log = "[1:2:1130/015812.760466:ERROR:dbus/bus.cc:405] Failed to connect to the bus\n\
+               [1:1:1130/015813.268215:INFO:CONSOLE:1] \"boom\", source: file:///tmp/t.html (1)\n\
+               [1:1:1130/015813.268330:INFO:CONSOLE:1] \"Uncaught ReferenceError: f is not defined\", source: file:///tmp/t.html (1)\n";
+    assert_eq!(console_errors(log).len(), 2);
+    assert!(console_errors("[1:2:1130/0:ERROR:dbus/bus.cc:405] no bus\n").is_empty());
+}
