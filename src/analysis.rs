@@ -1,13 +1,14 @@
 //! Runs the per-operation stages (normalize → group → classify) over every operation in
 //! parallel, then the one cross-operation rule (bursts), and collects per-operation results
-//! and the attempt table that the summary aggregates.
+//! and the attempt table that the summary aggregates. The attempts themselves are kept only
+//! for the few operations a report draws ([`Keep`]): memory stays bounded by those.
 
 use rayon::prelude::*;
 
 use crate::burst::{find_bursts, Burst, RetryPoint};
 use crate::classify::{classify, findings, operation_facts, Class, Finding, FindingKind, Role};
 use crate::config::{BadInputPolicy, Rules};
-use crate::group::build_tree;
+use crate::group::{build_tree, Tree};
 use crate::ingest::{Ingested, InputIssue};
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
 use crate::normalize::{canonical_order, normalize_operation, problem_issue};
@@ -35,10 +36,46 @@ impl OperationResult {
     }
 }
 
+/// The order of the worst operations: most attempts first, then the longest overlap, then
+/// the operation key. The summary's `worst_operations` and the kept timelines both use it.
+pub fn worst_first(a: &OperationResult, b: &OperationResult) -> std::cmp::Ordering {
+    b.total_attempts()
+        .cmp(&a.total_attempts())
+        .then(b.overlap_ms.total_cmp(&a.overlap_ms))
+        .then(a.key.cmp(&b.key))
+}
+
+/// Which operations keep their attempts after the analysis, for timelines and `show`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Keep {
+    /// The `n` worst operations, in [`worst_first`] order.
+    Worst(usize),
+    /// These operations, by index into the ingested operation table, in this order.
+    Operations(Vec<u32>),
+}
+
+/// One operation whose attempts were kept: what its timeline is drawn from.
+#[derive(Debug, Clone)]
+pub struct KeptOperation {
+    /// Index into the ingested operation table (what [`Burst::ops`] holds).
+    pub op: u32,
+    pub result: OperationResult,
+    /// In canonical order: by hop, then start.
+    pub attempts: Vec<Attempt>,
+    pub tree: Tree,
+    /// Parallel to `attempts`.
+    pub roles: Vec<Role>,
+    /// Each attempt's `target`, as read; parallel to `attempts`.
+    pub targets: Vec<Option<Box<str>>>,
+    /// Each attempt's `message_id`, as read; parallel to `attempts`.
+    pub message_ids: Vec<Option<Box<str>>>,
+}
+
 /// One row per attempt, as columns: what the per-hop aggregates are computed from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AttemptColumns {
     pub hop: Vec<u32>,
+    pub start_ms: Vec<Millis>,
     pub duration_ms: Vec<Option<f64>>,
     pub role: Vec<Role>,
     pub success: Vec<Option<bool>>,
@@ -66,6 +103,10 @@ pub struct Analysis {
     pub files: Vec<String>,
     pub lines_read: u64,
     pub events: u64,
+    /// The latest time anywhere in the input: where unfinished attempts are still active.
+    pub trace_end_ms: Millis,
+    /// The operations asked for with [`Keep`], with their attempts.
+    pub kept: Vec<KeptOperation>,
 }
 
 /// What the per-operation stages keep of one operation: everything its result needs,
@@ -189,6 +230,7 @@ pub fn analyze(
     mut ingested: Ingested,
     rules: &Rules,
     bad_input: BadInputPolicy,
+    keep: &Keep,
 ) -> anyhow::Result<Analysis> {
     let events = std::mem::take(&mut ingested.events);
     let event_count = events.len() as u64;
@@ -209,6 +251,25 @@ pub fn analyze(
         })
         .collect::<Vec<Pass>>();
     let pass = Pass::concat(pass);
+    // The operations a report draws run the per-operation stages once more, while their
+    // events are at hand: cheaper than keeping every operation's attempts and tree.
+    let chosen = choose_kept(&pass.pending, keep, &ingested);
+    let mut kept_work: Vec<(u32, Vec<Attempt>, Tree, Vec<Role>)> = chosen
+        .iter()
+        .map(|&op| {
+            let range = by_operation.offsets[op as usize] as usize
+                ..by_operation.offsets[op as usize + 1] as usize;
+            let mut own: Vec<Event> = by_operation.order[range]
+                .iter()
+                .map(|&i| events[i as usize])
+                .collect();
+            own.sort_unstable_by(canonical_order);
+            let attempts = normalize_operation(&own).attempts;
+            let tree = build_tree(&attempts, rules, trace_end_ms);
+            let roles = operation_facts(&attempts, &tree, rules, trace_end_ms).roles;
+            (op, attempts, tree, roles)
+        })
+        .collect();
     drop(by_operation);
     drop(events);
     let Pass {
@@ -262,7 +323,7 @@ pub fn analyze(
         .map(|&d| ingested.location(d))
         .collect();
 
-    let mut operations: Vec<OperationResult> = pending
+    let mut operations: Vec<(u32, OperationResult)> = pending
         .into_par_iter()
         .map(|p| {
             let from = burst_hops.partition_point(|&(op, _)| op < p.op);
@@ -273,7 +334,7 @@ pub fn analyze(
                 hop,
             }));
             findings.sort_by_key(|f| (f.hop, f.kind));
-            OperationResult {
+            let result = OperationResult {
                 key: ingested.operation_key(p.op),
                 class: if from < to {
                     p.class_in_burst
@@ -286,10 +347,28 @@ pub fn analyze(
                 first_start_ms: p.first_start_ms,
                 last_finish_ms: p.last_finish_ms,
                 overlap_ms: p.overlap_ms,
-            }
+            };
+            (p.op, result)
         })
         .collect();
-    operations.par_sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    operations.par_sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
+    let resolve = |sym: Option<u32>| sym.map(|s| ingested.strings.resolve(s).into());
+    let kept = kept_work
+        .drain(..)
+        .filter_map(|(op, attempts, tree, roles)| {
+            let result = operations.iter().find(|(o, _)| *o == op)?.1.clone();
+            Some(KeptOperation {
+                op,
+                result,
+                targets: attempts.iter().map(|a| resolve(a.target)).collect(),
+                message_ids: attempts.iter().map(|a| resolve(a.message_id)).collect(),
+                attempts,
+                tree,
+                roles,
+            })
+        })
+        .collect();
+    let operations: Vec<OperationResult> = operations.into_iter().map(|(_, r)| r).collect();
 
     Ok(Analysis {
         operations,
@@ -305,7 +384,45 @@ pub fn analyze(
         files: ingested.files,
         lines_read: ingested.lines_read,
         events: event_count,
+        trace_end_ms,
+        kept,
     })
+}
+
+/// The operations whose attempts to keep, by index into the operation table: the worst
+/// ones in [`worst_first`] order, or the ones asked for.
+fn choose_kept(pending: &[Pending], keep: &Keep, ingested: &Ingested) -> Vec<u32> {
+    match keep {
+        Keep::Operations(ops) => ops
+            .iter()
+            .copied()
+            .filter(|op| pending.iter().any(|p| p.op == *op))
+            .collect(),
+        Keep::Worst(0) => Vec::new(),
+        Keep::Worst(n) => {
+            let total = |p: &Pending| p.funnel.iter().map(|&a| u64::from(a)).sum::<u64>();
+            let key = |p: &Pending| {
+                let (run, id) = ingested.operations[p.op as usize];
+                (
+                    run.map(|r| ingested.strings.resolve(r)),
+                    ingested.strings.resolve(id),
+                )
+            };
+            let by_worst = |a: &&Pending, b: &&Pending| {
+                total(b)
+                    .cmp(&total(a))
+                    .then(b.overlap_ms.total_cmp(&a.overlap_ms))
+                    .then_with(|| key(a).cmp(&key(b)))
+            };
+            let mut all: Vec<&Pending> = pending.iter().collect();
+            if *n < all.len() {
+                all.select_nth_unstable_by(*n - 1, by_worst);
+                all.truncate(*n);
+            }
+            all.sort_by(by_worst);
+            all.into_iter().map(|p| p.op).collect()
+        }
+    }
 }
 
 /// Event indexes grouped by operation (a counting sort): operation `op` owns
@@ -353,6 +470,7 @@ fn detect_bursts(retries: Vec<(u16, RetryPoint)>, rules: &Rules) -> Vec<Burst> {
 impl AttemptColumns {
     fn push(&mut self, a: &Attempt, role: Role) {
         self.hop.push(u32::from(a.hop));
+        self.start_ms.push(a.start_ms);
         self.duration_ms.push(a.duration_ms());
         self.role.push(role);
         self.success.push(a.outcome.map(|o| o.is_success()));
@@ -360,6 +478,7 @@ impl AttemptColumns {
 
     fn reserve_exact(&mut self, n: usize) {
         self.hop.reserve_exact(n);
+        self.start_ms.reserve_exact(n);
         self.duration_ms.reserve_exact(n);
         self.role.reserve_exact(n);
         self.success.reserve_exact(n);
@@ -367,6 +486,7 @@ impl AttemptColumns {
 
     fn append(&mut self, other: &mut AttemptColumns) {
         self.hop.append(&mut other.hop);
+        self.start_ms.append(&mut other.start_ms);
         self.duration_ms.append(&mut other.duration_ms);
         self.role.append(&mut other.role);
         self.success.append(&mut other.success);

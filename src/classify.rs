@@ -111,7 +111,8 @@ pub struct Finding {
 }
 
 /// What an attempt is within its line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Role {
     Original,
     Retry,
@@ -239,11 +240,10 @@ pub fn operation_facts(
     }
 
     let mut overlap_ms: Millis = 0.0;
-    for (hop, h) in hops.iter_mut().enumerate() {
-        if h.attempts > 1 && !rules.overlap_allowed[hop] {
-            h.overlap_ms = hop_overlap_ms(attempts, hop as u16, rules, trace_end_ms);
-            overlap_ms = overlap_ms.max(h.overlap_ms);
-        }
+    for span in overlap_spans(attempts, rules, trace_end_ms) {
+        let h = &mut hops[span.hop as usize];
+        h.overlap_ms = h.overlap_ms.max(span.len_ms());
+        overlap_ms = overlap_ms.max(h.overlap_ms);
     }
 
     OperationFacts {
@@ -290,35 +290,65 @@ fn retry_hygiene(prev: &Attempt, this: &Attempt) -> Hygiene {
     }
 }
 
-/// The longest time at `hop` during which two or more attempts of one line key were active
-/// (across parents: a caller's timeout and retry leave the first downstream attempt running).
-fn hop_overlap_ms(attempts: &[Attempt], hop: u16, rules: &Rules, trace_end_ms: Millis) -> Millis {
-    let mut by_key: Vec<(crate::group::LineKey, Millis, Millis)> = attempts
+/// A stretch of time at one hop during which two or more attempts of one line key were
+/// active: what an operation's overlap is made of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OverlapSpan {
+    pub hop: u16,
+    /// The line key whose attempts overlap.
+    pub key: crate::group::LineKey,
+    pub start_ms: Millis,
+    pub end_ms: Millis,
+}
+
+impl OverlapSpan {
+    pub fn len_ms(&self) -> Millis {
+        self.end_ms - self.start_ms
+    }
+}
+
+/// Every overlap of the operation (SPEC §3), by hop, then line key, then time. Hops where a
+/// policy allows overlap have none. An operation's `overlap_ms` is the longest of these.
+pub fn overlap_spans(
+    attempts: &[Attempt],
+    rules: &Rules,
+    trace_end_ms: Millis,
+) -> Vec<OverlapSpan> {
+    let mut by_key: Vec<(u16, crate::group::LineKey, Millis, Millis)> = attempts
         .iter()
-        .filter(|a| a.hop == hop)
+        .filter(|a| !rules.overlap_allowed[a.hop as usize])
         .map(|a| {
             (
+                a.hop,
                 crate::group::line_key(a, rules),
                 a.start_ms,
                 a.end_or(trace_end_ms),
             )
         })
         .collect();
-    by_key.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)));
-    let mut longest: Millis = 0.0;
-    for group in by_key.chunk_by(|x, y| x.0 == y.0) {
-        longest = longest.max(longest_stretch_with_two_active(
-            group.iter().map(|&(_, s, e)| (s, e)),
-        ));
+    by_key.sort_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)).then(x.2.total_cmp(&y.2)));
+    let mut spans = Vec::new();
+    for group in by_key.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+        let (hop, key) = (group[0].0, group[0].1);
+        spans.extend(
+            stretches_with_two_active(group.iter().map(|&(_, _, s, e)| (s, e)))
+                .into_iter()
+                .map(|(start_ms, end_ms)| OverlapSpan {
+                    hop,
+                    key,
+                    start_ms,
+                    end_ms,
+                }),
+        );
     }
-    longest
+    spans
 }
 
-/// The longest stretch of time during which at least two of the intervals are active.
+/// The stretches of time, in order, during which at least two of the intervals are active.
 /// Touching intervals (one ends as the next starts) do not overlap.
-pub fn longest_stretch_with_two_active(
+pub fn stretches_with_two_active(
     intervals: impl Iterator<Item = (Millis, Millis)>,
-) -> Millis {
+) -> Vec<(Millis, Millis)> {
     let mut edges: Vec<(Millis, i32)> = Vec::new();
     for (s, e) in intervals {
         if e > s {
@@ -328,17 +358,18 @@ pub fn longest_stretch_with_two_active(
     }
     // Ends before starts at the same instant.
     edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let (mut depth, mut longest, mut stretch_start) = (0, 0.0f64, 0.0);
+    let (mut depth, mut stretch_start) = (0, 0.0);
+    let mut stretches = Vec::new();
     for (t, d) in edges {
         let was_overlapping = depth >= 2;
         depth += d;
         match (was_overlapping, depth >= 2) {
             (false, true) => stretch_start = t,
-            (true, false) => longest = longest.max(t - stretch_start),
+            (true, false) => stretches.push((stretch_start, t)),
             _ => {}
         }
     }
-    longest
+    stretches
 }
 
 /// SPEC §3 precedence. `in_burst`: one of the operation's retries lies in a burst.
@@ -505,11 +536,42 @@ mod tests {
 
     #[test]
     fn overlap_is_the_longest_stretch_with_two_active() {
-        let longest = |v: &[(f64, f64)]| longest_stretch_with_two_active(v.iter().copied());
+        let longest = |v: &[(f64, f64)]| {
+            stretches_with_two_active(v.iter().copied())
+                .iter()
+                .map(|(s, e)| e - s)
+                .fold(0.0, f64::max)
+        };
         assert_eq!(longest(&[(0.0, 1400.0), (850.0, 2250.0)]), 550.0);
         assert_eq!(longest(&[(0.0, 100.0), (100.0, 200.0)]), 0.0);
         assert_eq!(longest(&[(0.0, 100.0), (10.0, 20.0), (50.0, 65.0)]), 15.0);
         assert_eq!(longest(&[(0.0, 100.0), (10.0, 60.0), (50.0, 80.0)]), 70.0);
+    }
+
+    #[test]
+    fn overlap_spans_are_listed_in_time_order_per_hop() {
+        assert_eq!(
+            stretches_with_two_active([(0.0, 100.0), (10.0, 20.0), (50.0, 65.0)].into_iter()),
+            vec![(10.0, 20.0), (50.0, 65.0)]
+        );
+        let rules = Rules::new(crate::config::HopOrder::default());
+        let a = vec![
+            crate::group::tests_support::attempt(0, 0.0, 800.0),
+            crate::group::tests_support::attempt(0, 850.0, 2250.0),
+            crate::group::tests_support::attempt(3, 0.0, 1400.0),
+            crate::group::tests_support::attempt(3, 850.0, 2250.0),
+        ];
+        let spans = overlap_spans(&a, &rules, 2250.0);
+        assert_eq!(
+            spans,
+            vec![OverlapSpan {
+                hop: 3,
+                key: crate::group::LineKey::Target(None),
+                start_ms: 850.0,
+                end_ms: 1400.0
+            }]
+        );
+        assert_eq!(spans[0].len_ms(), 550.0);
     }
 
     fn timed(start: f64, finish: f64, outcome: Option<crate::model::Outcome>) -> Attempt {

@@ -28,6 +28,8 @@ pub enum Command {
     /// JSON Lines attempt records, one per line: what the span mapping produced, ready for
     /// `analyze` or other tools.
     Convert(ConvertArgs),
+    /// Show one operation's attempt tree and timeline, with its class and findings.
+    Show(ShowArgs),
 }
 
 #[derive(Debug, Args)]
@@ -203,6 +205,43 @@ pub enum FormatArg {
     Markdown,
     /// The per-operation rows as a Parquet file; needs --output FILE.
     Parquet,
+    /// A self-contained HTML page with charts and attempt timelines (incident reviews).
+    Html,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The operation to show: its operation_id, or `RUN/OPERATION` as the reports write it.
+    #[arg(value_name = "OPERATION_ID")]
+    pub operation_id: String,
+
+    /// The test run of the operation, where the same operation ID is in several runs.
+    #[arg(long, value_name = "TEST_RUN_ID")]
+    pub run: Option<String>,
+
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    /// Attempt budget of a hop, as for `analyze`. Repeatable.
+    #[arg(long, value_name = "HOP=N")]
+    pub budget: Vec<String>,
+
+    /// Hop where overlapping attempts are intended, as for `analyze`. Repeatable.
+    #[arg(long, value_name = "HOP")]
+    pub allow_overlap: Vec<String>,
+
+    /// Widest window of a synchronized burst in ms, as for `analyze`. Default: 50.
+    #[arg(long, value_name = "MS")]
+    pub burst_window: Option<f64>,
+
+    /// Fewest operations in a synchronized burst, as for `analyze`. Default: 5.
+    #[arg(long, value_name = "N")]
+    pub burst_min_ops: Option<usize>,
+
+    /// Policy file (TOML): its budgets, hops, queue hops, overlap and burst settings apply,
+    /// as for `analyze`.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
 }
 
 #[cfg(test)]

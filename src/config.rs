@@ -304,6 +304,7 @@ pub enum OutputFormat {
     Markdown,
     /// The per-operation rows as a Parquet file (binary: only to `--output FILE`).
     Parquet,
+    Html,
 }
 
 /// Where input comes from.
@@ -344,6 +345,15 @@ pub struct AnalyzeConfig {
     /// How many of the worst operations the summary lists.
     pub top: usize,
     pub gate: GateConfig,
+}
+
+/// The resolved configuration of `show`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShowConfig {
+    pub input: InputConfig,
+    pub rules: Rules,
+    pub operation_id: String,
+    pub test_run_id: Option<String>,
 }
 
 /// The CI gate's settings.

@@ -19,7 +19,9 @@ mod normalize;
 mod policy;
 mod profile;
 mod report;
+mod select;
 mod summary;
+mod timeline;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -27,10 +29,12 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use crate::cli::{AnalyzeArgs, Cli, Command, ConvertArgs, FormatArg, InputArgs, InputFormatArg};
+use crate::cli::{
+    AnalyzeArgs, Cli, Command, ConvertArgs, FormatArg, InputArgs, InputFormatArg, ShowArgs,
+};
 use crate::config::{
     AnalyzeConfig, BadInputPolicy, GateConfig, HopOrder, InputConfig, InputFormat, InputPath,
-    OutputFormat, Rules, SpanMapping,
+    OutputFormat, Rules, ShowConfig, SpanMapping,
 };
 use crate::gate::Origin;
 use crate::ingest::InputIssue;
@@ -74,6 +78,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Analyze(args) => analyze(analyze_config(args)?),
         Command::Generate(args) => generate(args),
         Command::Convert(args) => convert(args),
+        Command::Show(args) => show(show_config(args)?),
     }
 }
 
@@ -126,7 +131,9 @@ fn analyze(config: AnalyzeConfig) -> Result<i32> {
     let mut stages = profile::Stages::from_env();
     let ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
     stages.mark("ingest");
-    let analysis = analysis::analyze(ingested, &config.rules, config.input.bad_input)?;
+    // The worst operations keep their attempts for the timelines.
+    let keep = analysis::Keep::Worst(config.top.min(summary::TIMELINES_DRAWN));
+    let analysis = analysis::analyze(ingested, &config.rules, config.input.bad_input, &keep)?;
     stages.mark("normalize+group+classify");
     let mut summary = summary::summarize(&analysis, &config.rules, config.top)?;
     stages.mark("summary");
@@ -185,6 +192,28 @@ fn analyze(config: AnalyzeConfig) -> Result<i32> {
     let input_code = report_issues(&analysis.issues, config.input.bad_input);
     // An input error outranks a breach: the verdict was reached on incomplete input.
     Ok(code.max(input_code))
+}
+
+/// `show`: the whole pipeline (bursts look across operations), keeping one operation's
+/// attempts, then its tree and timeline.
+fn show(config: ShowConfig) -> Result<i32> {
+    let ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
+    let op = select::find_operation(
+        &ingested,
+        &config.operation_id,
+        config.test_run_id.as_deref(),
+    )?;
+    let keep = analysis::Keep::Operations(vec![op]);
+    let analysis = analysis::analyze(ingested, &config.rules, config.input.bad_input, &keep)?;
+    let input_code = report_issues(&analysis.issues, config.input.bad_input);
+    let Some(view) = summary::operation_view(&analysis, &config.rules) else {
+        anyhow::bail!(
+            "operation \"{}\" has no valid attempts: every event of it was a bad line (see above)",
+            config.operation_id
+        );
+    };
+    write_output(None, report::show(&view).as_bytes())?;
+    Ok(input_code)
 }
 
 /// Prints bad input lines to stderr and returns the exit code they call for.
@@ -392,6 +421,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
             FormatArg::Csv => OutputFormat::Csv,
             FormatArg::Markdown => OutputFormat::Markdown,
             FormatArg::Parquet => OutputFormat::Parquet,
+            FormatArg::Html => OutputFormat::Html,
         },
         output: args.output,
         top: args.top,
@@ -401,5 +431,29 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
             junit: args.junit,
         },
         rules,
+    })
+}
+
+/// `show` resolves its rules exactly as `analyze` does, from the same flags and policy.
+fn show_config(args: ShowArgs) -> Result<ShowConfig> {
+    let resolved = analyze_config(AnalyzeArgs {
+        input: args.input,
+        format: FormatArg::Table,
+        output: None,
+        budget: args.budget,
+        allow_overlap: args.allow_overlap,
+        burst_window: args.burst_window,
+        burst_min_ops: args.burst_min_ops,
+        fail_on: Vec::new(),
+        policy: args.policy,
+        report_only: false,
+        junit: None,
+        top: 0,
+    })?;
+    Ok(ShowConfig {
+        input: resolved.input,
+        rules: resolved.rules,
+        operation_id: args.operation_id,
+        test_run_id: args.run,
     })
 }

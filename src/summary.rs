@@ -6,17 +6,26 @@ use polars::prelude::*;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::analysis::{Analysis, OperationResult};
+use crate::analysis::{worst_first, Analysis, OperationResult};
 use crate::burst::Burst;
 use crate::classify::{Class, Role};
 use crate::config::{HopOrder, Rules};
 use crate::model::{Millis, OperationKey};
+use crate::timeline::{AttemptsOverTime, OperationTimeline};
 
 /// Version of the JSON summary and per-operation row schema; bumped on any breaking change.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Operation IDs listed per burst before the rest are only counted.
 pub const BURST_OPERATIONS_LISTED: usize = 10;
+
+/// Worst operations whose attempt timelines the summary carries: enough for an incident
+/// review, few enough that the HTML page stays small whatever `--top` is.
+pub const TIMELINES_DRAWN: usize = 20;
+
+/// Attempts drawn per timeline (the earliest ones): a poison message redelivered ten
+/// thousand times must not make one timeline ten thousand bars.
+pub const TIMELINE_ATTEMPTS_DRAWN: usize = 300;
 
 /// The summary of an analysis (`--format json` serializes exactly this).
 #[derive(Debug, Clone, Serialize)]
@@ -31,6 +40,13 @@ pub struct Summary {
     pub attempts: u64,
     /// Per hop, in hop order.
     pub hops: Vec<HopSummary>,
+    /// Retries and redeliveries at all hops: the attempts that retrying layers added.
+    pub retry_attempts: u64,
+    /// `retry_attempts ÷ attempts` (0 when there are no attempts).
+    pub retry_share: f64,
+    /// The hop where the most operations first multiplied (the upstream one on a tie); null
+    /// when no operation multiplied.
+    pub main_multiplying_hop: Option<String>,
     /// Every class, in SPEC order, with its count and share of operations.
     pub classes: Vec<ClassShare>,
     /// Operations per finding (`kind@hop`), most frequent first.
@@ -47,6 +63,14 @@ pub struct Summary {
     pub duplicate_effects: u64,
     /// The operations with the most attempts, worst first.
     pub worst_operations: Vec<OperationRecord>,
+    /// Attempts started per time bucket, per hop and role: the storm over time. Absent when
+    /// there are no operations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts_over_time: Option<AttemptsOverTime>,
+    /// The attempt timelines of the first worst operations, in the same order. Absent when
+    /// empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timelines: Vec<OperationTimeline>,
     /// The CI gate's verdict; absent when no condition was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<crate::gate::GateReport>,
@@ -304,13 +328,19 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
         })
         .collect();
 
+    let retry_attempts: u64 = hop_summaries
+        .iter()
+        .map(|h| h.retries + h.redeliveries)
+        .sum();
+    let main_multiplying_hop = hop_summaries
+        .iter()
+        .filter(|h| h.first_multiplying > 0)
+        // `max_by_key` keeps the last of equals: reversed, that is the upstream one.
+        .rev()
+        .max_by_key(|h| h.first_multiplying)
+        .map(|h| h.hop.clone());
     let mut worst: Vec<&OperationResult> = analysis.operations.iter().collect();
-    worst.sort_by(|a, b| {
-        b.total_attempts()
-            .cmp(&a.total_attempts())
-            .then(b.overlap_ms.total_cmp(&a.overlap_ms))
-            .then(a.key.cmp(&b.key))
-    });
+    worst.sort_by(|a, b| worst_first(a, b));
     worst.truncate(top);
 
     Ok(Summary {
@@ -324,6 +354,9 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
         },
         operations,
         attempts: analysis.attempts.hop.len() as u64,
+        retry_attempts,
+        retry_share: share(retry_attempts, analysis.attempts.hop.len() as u64),
+        main_multiplying_hop,
         unfinished_attempts: hop_summaries.iter().map(|h| h.unfinished).sum(),
         orphan_attempts: hop_summaries.iter().map(|h| h.orphans).sum(),
         duplicate_effects: analysis.duplicate_effects,
@@ -341,8 +374,22 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
         overlap,
         bursts: burst_summary(&analysis.bursts, &analysis.burst_operations, hops),
         worst_operations: worst
-            .into_iter()
+            .iter()
             .map(|o| OperationRecord::new(o, hops))
+            .collect(),
+        attempts_over_time: crate::timeline::attempts_over_time(analysis, hops),
+        timelines: worst
+            .iter()
+            .take(TIMELINES_DRAWN)
+            .filter_map(|w| analysis.kept.iter().find(|k| k.result.key == w.key))
+            .map(|k| {
+                crate::timeline::operation_timeline(
+                    k,
+                    analysis,
+                    rules,
+                    Some(TIMELINE_ATTEMPTS_DRAWN),
+                )
+            })
             .collect(),
         gate: None,
     })
@@ -484,4 +531,21 @@ fn median(sorted: &[f64]) -> Option<f64> {
         n if n % 2 == 1 => Some(sorted[n / 2]),
         n => Some((sorted[n / 2 - 1] + sorted[n / 2]) / 2.0),
     }
+}
+
+/// One operation as `show` prints it: its row and its whole timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct OperationView {
+    pub record: OperationRecord,
+    pub timeline: OperationTimeline,
+}
+
+/// The view of the first kept operation (`show` keeps exactly one); `None` when it had no
+/// attempts.
+pub fn operation_view(analysis: &Analysis, rules: &Rules) -> Option<OperationView> {
+    let kept = analysis.kept.first()?;
+    Some(OperationView {
+        record: OperationRecord::new(&kept.result, &rules.hops),
+        timeline: crate::timeline::operation_timeline(kept, analysis, rules, None),
+    })
 }

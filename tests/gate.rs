@@ -1248,8 +1248,8 @@ fn markdown_puts_the_gate_table_first_and_stays_small_enough_for_a_job_summary()
     let md = run.stdout_text();
     // GitHub caps a job summary at 1 MiB; a useful one fits on a screen or two.
     assert!(md.len() < 8 * 1024, "{} bytes:\n{md}", md.len());
-    let gate_at = md.find("\n## Gate: FAILED\n").expect("gate section");
-    let funnel_at = md.find("\n## Funnel per hop\n").expect("funnel section");
+    let gate_at = md.find("\n### Gate: FAILED\n").expect("gate section");
+    let funnel_at = md.find("\n### Funnel per hop\n").expect("funnel section");
     assert!(gate_at < funnel_at, "the gate comes first");
     assert!(
         md.contains("| result | condition | measured | operations |\n| --- | --- | --- | --- |\n")
@@ -1260,10 +1260,10 @@ fn markdown_puts_the_gate_table_first_and_stays_small_enough_for_a_job_summary()
         .collect();
     assert_eq!(rows.len(), 10, "{md}");
     assert!(md.contains(
-        "| BREACHED | nested-retry > 0 | measured 22, limit 0 | run-3/op-000008, run-3/op-000030, run-3/op-000049, run-3/op-000077, run-3/op-000146 and 17 more |"
+        "| BREACHED | nested-retry \\> 0 | measured 22, limit 0 | run-3/op-000008, run-3/op-000030, run-3/op-000049, run-3/op-000077, run-3/op-000146 and 17 more |"
     ), "{md}");
     assert!(
-        md.contains("| ok | unfinished-attempts > 0 | measured 0, limit 0 |"),
+        md.contains("| ok | unfinished-attempts \\> 0 | measured 0, limit 0 |"),
         "{md}"
     );
 
@@ -1278,10 +1278,10 @@ fn markdown_puts_the_gate_table_first_and_stays_small_enough_for_a_job_summary()
     run.expect_code(0);
     assert!(run
         .stdout_text()
-        .contains("\n## Gate: would fail (report only)\n"));
+        .contains("\n### Gate: would fail (report only)\n"));
     let run = analyze(&["--policy", POLICY, "--format", "markdown", HEALTHY]);
     run.expect_code(0);
-    assert!(run.stdout_text().contains("\n## Gate: passed\n"));
+    assert!(run.stdout_text().contains("\n### Gate: passed\n"));
 }
 
 // ---------------------------------------------------------------------------------------

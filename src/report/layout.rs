@@ -11,6 +11,10 @@ pub struct Section {
     pub rows: Vec<Vec<String>>,
     /// Right-aligned columns (numbers).
     pub numeric: Vec<bool>,
+    /// Columns of identifiers from the input or the rules (operation IDs, `kind@hop`),
+    /// comma-separated when several: Markdown writes them as code so that no ID is read as
+    /// markup or a link.
+    pub code: Vec<bool>,
     pub notes: Vec<String>,
 }
 
@@ -21,8 +25,16 @@ impl Section {
             headers: headers.iter().map(|h| h.to_string()).collect(),
             rows,
             numeric: numeric.to_vec(),
+            code: vec![false; numeric.len()],
             notes: vec![],
         }
+    }
+
+    fn code_columns(mut self, columns: &[usize]) -> Section {
+        for &c in columns {
+            self.code[c] = true;
+        }
+        self
     }
 
     fn text(title: &str, notes: Vec<String>) -> Section {
@@ -31,6 +43,7 @@ impl Section {
             headers: vec![],
             rows: vec![],
             numeric: vec![],
+            code: vec![],
             notes,
         }
     }
@@ -47,6 +60,11 @@ pub fn count(n: u64) -> String {
         out.push(ch);
     }
     out
+}
+
+/// `1 operation`, `2 operations`, `1,234 operations`.
+pub fn counted(n: u64, singular: &str, plural: &str) -> String {
+    format!("{} {}", count(n), if n == 1 { singular } else { plural })
 }
 
 pub fn percent(share: f64) -> String {
@@ -79,9 +97,9 @@ pub fn funnel_text(op: &OperationRecord) -> String {
 pub fn headline(s: &Summary) -> String {
     let amplified = s.hops.iter().map(|h| h.amplification).fold(0.0, f64::max);
     format!(
-        "{} operations became {} attempts (peak amplification {:.2}×); {} healthy.",
-        count(s.operations),
-        count(s.attempts),
+        "{} became {} (peak amplification {:.2}×); {} healthy.",
+        counted(s.operations, "operation", "operations"),
+        counted(s.attempts, "attempt", "attempts"),
         amplified,
         percent(s.classes.first().map_or(0.0, |c| c.share)),
     )
@@ -167,22 +185,25 @@ pub fn sections(s: &Summary) -> Vec<Section> {
             .collect(),
     ));
     if !s.findings.is_empty() {
-        out.push(Section::table(
-            "Findings",
-            &["finding", "operations"],
-            &[false, true],
-            s.findings
-                .iter()
-                .map(|f| vec![f.finding.clone(), count(f.operations)])
-                .collect(),
-        ));
+        out.push(
+            Section::table(
+                "Findings",
+                &["finding", "operations"],
+                &[false, true],
+                s.findings
+                    .iter()
+                    .map(|f| vec![f.finding.clone(), count(f.operations)])
+                    .collect(),
+            )
+            .code_columns(&[0]),
+        );
     }
     out.push(Section::text(
         "Overlap and loose ends",
         vec![
             format!(
-                "Overlap: {} operations; {} ms in all, longest {} ms.",
-                count(s.overlap.operations),
+                "Overlap: {}; {} ms in all, longest {} ms.",
+                counted(s.overlap.operations, "operation", "operations"),
                 millis(s.overlap.total_ms),
                 millis(s.overlap.max_ms)
             ),
@@ -254,31 +275,34 @@ pub fn sections(s: &Summary) -> Vec<Section> {
         ));
         out.push(section);
     }
-    out.push(Section::table(
-        "Worst operations",
-        &[
-            "operation",
-            "class",
-            "first multiplying hop",
-            "funnel",
-            "findings",
-        ],
-        &[false, false, false, false, false],
-        s.worst_operations
-            .iter()
-            .map(|o| {
-                vec![
-                    o.display_id(),
-                    o.class.name().to_string(),
-                    o.first_multiplying_hop
-                        .clone()
-                        .unwrap_or_else(|| "–".into()),
-                    funnel_text(o),
-                    o.findings.join(", "),
-                ]
-            })
-            .collect(),
-    ));
+    out.push(
+        Section::table(
+            "Worst operations",
+            &[
+                "operation",
+                "class",
+                "first multiplying hop",
+                "funnel",
+                "findings",
+            ],
+            &[false, false, false, false, false],
+            s.worst_operations
+                .iter()
+                .map(|o| {
+                    vec![
+                        o.display_id(),
+                        o.class.name().to_string(),
+                        o.first_multiplying_hop
+                            .clone()
+                            .unwrap_or_else(|| "–".into()),
+                        funnel_text(o),
+                        o.findings.join(", "),
+                    ]
+                })
+                .collect(),
+        )
+        .code_columns(&[0, 4]),
+    );
     out
 }
 

@@ -2,14 +2,16 @@
 //! Every renderer takes the same computed values and returns bytes; where they go (a file
 //! or stdout) is decided once, in `main`.
 
+mod html;
 mod layout;
 mod markdown;
 mod rows;
+mod show;
 mod table;
 
 use crate::analysis::Analysis;
 use crate::config::{OutputFormat, Rules};
-use crate::summary::Summary;
+use crate::summary::{OperationView, Summary};
 
 /// Renders the report of an analysis.
 pub fn render(
@@ -29,5 +31,11 @@ pub fn render(
         OutputFormat::Csv => rows::csv(analysis, &rules.hops)?,
         OutputFormat::Markdown => markdown::render(summary).into_bytes(),
         OutputFormat::Parquet => rows::parquet(analysis, &rules.hops)?,
+        OutputFormat::Html => html::render(summary).into_bytes(),
     })
+}
+
+/// `show`: one operation in the terminal.
+pub fn show(view: &OperationView) -> String {
+    show::render(view)
 }

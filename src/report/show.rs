@@ -1,0 +1,329 @@
+//! `show`: one operation in the terminal — its class and why, its funnel, its attempt tree
+//! hop by hop (numbers, roles, outcomes, gaps), a text timeline scaled to
+//! [`TIMELINE_COLUMNS`], its overlaps, bursts and findings. Formats an [`OperationView`];
+//! computes nothing.
+
+use super::layout::{count, funnel_text, millis};
+use crate::classify::{Class, Role};
+use crate::summary::OperationView;
+use crate::timeline::{OperationTimeline, TimelineAttempt};
+
+/// Width of the text timeline: fits beside a short label in a 100-column terminal.
+pub const TIMELINE_COLUMNS: usize = 60;
+
+/// What a class means for the operation, after "class X:".
+pub fn class_reason(class: Class, first_hop: Option<&str>) -> String {
+    let hop = first_hop.unwrap_or("–");
+    match class {
+        Class::Healthy if first_hop.is_none() => "no hop multiplied".to_string(),
+        Class::Healthy => format!(
+            "one retrying layer ({hop}) inside its budget, with no overlap and no burst"
+        ),
+        Class::NestedRetry => format!(
+            "the first multiplying hop ({hop}) retried, and another layer retried too, so attempts multiplied"
+        ),
+        Class::FanOut => format!("the {hop} called several distinct targets: not a retry"),
+        Class::Redelivery => format!("the queue at the {hop} delivered the same message again"),
+        Class::Overlap => format!(
+            "the {hop} retried while an earlier attempt of the operation was still running"
+        ),
+        Class::SynchronizedBurst => format!(
+            "the {hop}'s retries fell in a cluster of aligned retries across many operations"
+        ),
+        Class::OverBudget => {
+            format!("one retrying layer ({hop}), but a line has more attempts than its budget")
+        }
+    }
+}
+
+/// What a finding `kind@hop` means, in a sentence.
+pub fn finding_text(finding: &str) -> String {
+    let (kind, hop) = finding.split_once('@').unwrap_or((finding, "?"));
+    match kind {
+        "retries" => format!("the {hop} retried: a line there has more than one attempt"),
+        "redelivery" => format!("the queue redelivered a message to the {hop}"),
+        "fan-out" => {
+            format!("the {hop} addressed several distinct targets or messages under one parent")
+        }
+        "overlap" => format!("two attempts of one line ran at the same time at the {hop}"),
+        "burst" => format!("a retry at the {hop} fell in a synchronized burst"),
+        "over-budget" => format!("a line at the {hop} has more attempts than its budget"),
+        "retry-without-delay" => {
+            format!("the {hop} retried back-to-back after a fast failure")
+        }
+        "retry-after-not-honoured" => {
+            format!("a retry at the {hop} came sooner than the server's retry_after_ms")
+        }
+        "retry-after-not-clamped" => {
+            format!("the {hop} waited out an over-long retry_after_ms instead of capping it")
+        }
+        "duplicate-effect" => {
+            format!("a side effect was committed more than once at the {hop}")
+        }
+        "unfinished" => format!("an attempt at the {hop} never finished before the trace ended"),
+        "orphan" => format!("an attempt at the {hop} has no upstream parent"),
+        _ => String::new(),
+    }
+}
+
+/// The input's clock as a date, when its milliseconds look like Unix epoch milliseconds
+/// (between 1973 and 2286).
+pub fn epoch_text(ms: f64) -> Option<String> {
+    if !(1e11..1e13).contains(&ms) {
+        return None;
+    }
+    let at = chrono::DateTime::from_timestamp_millis(ms.floor() as i64)?;
+    Some(at.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
+}
+
+fn role_text(role: Role) -> &'static str {
+    match role {
+        Role::Original => "original",
+        Role::Retry => "retry",
+        Role::Redelivery => "redelivery",
+    }
+}
+
+/// `caller #2`
+fn attempt_label(a: &TimelineAttempt) -> String {
+    format!("{} #{}", a.hop, a.number)
+}
+
+fn opt_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_string(), millis)
+}
+
+fn gap_text(a: &TimelineAttempt) -> String {
+    match (a.role, a.gap_ms) {
+        (Role::Original, _) => String::new(),
+        (_, Some(g)) if g >= 0.0 => format!("+{}", millis(g)),
+        (_, Some(g)) => format!("−{}", millis(-g)),
+        (_, None) => "–".to_string(),
+    }
+}
+
+/// The tree prefix of each attempt in tree order: `├ `, `│ └ `, …
+fn tree_prefixes(t: &OperationTimeline) -> Vec<String> {
+    let depth = |pos: usize| t.attempts[t.tree_order[pos] as usize].depth;
+    let mut out = Vec::with_capacity(t.tree_order.len());
+    // On the current path, per depth: whether a later sibling still follows.
+    let mut open: Vec<bool> = Vec::new();
+    for pos in 0..t.tree_order.len() {
+        let d = depth(pos);
+        let has_later_sibling = (pos + 1..t.tree_order.len())
+            .map(depth)
+            .take_while(|&e| e >= d)
+            .any(|e| e == d);
+        open.truncate(d as usize);
+        let mut prefix = String::new();
+        if d > 0 {
+            for &more in open.iter().skip(1) {
+                prefix.push_str(if more { "│ " } else { "  " });
+            }
+            prefix.push_str(if has_later_sibling { "├ " } else { "└ " });
+        }
+        open.push(has_later_sibling);
+        out.push(prefix);
+    }
+    out
+}
+
+/// One attempt's bar: `=` while it ran, `#` while it overlapped another attempt of its
+/// line, `>` at the end of one still in flight when the trace ended.
+fn bar(t: &OperationTimeline, index: usize) -> String {
+    let a = &t.attempts[index];
+    let w = TIMELINE_COLUMNS;
+    let span = if t.end_ms > 0.0 { t.end_ms } else { 1.0 };
+    let col = |ms: f64| ((ms / span * w as f64).floor().max(0.0) as usize).min(w - 1);
+    let first = col(a.start_ms);
+    let last = if a.active_until_ms > a.start_ms {
+        (((a.active_until_ms / span * w as f64).ceil() as usize).max(1) - 1).clamp(first, w - 1)
+    } else {
+        first
+    };
+    let mut cells = vec![' '; w];
+    for (c, cell) in cells.iter_mut().enumerate().take(last + 1).skip(first) {
+        let (lo, hi) = (c as f64 * span / w as f64, (c + 1) as f64 * span / w as f64);
+        let overlapping = t
+            .overlaps
+            .iter()
+            .any(|o| o.attempts.contains(&(index as u32)) && o.start_ms < hi && o.end_ms > lo);
+        *cell = if overlapping { '#' } else { '=' };
+    }
+    if a.finish_ms.is_none() {
+        cells[last] = '>';
+    }
+    cells.into_iter().collect()
+}
+
+/// Pads to `width` columns, counting characters (the tree glyphs are one column each).
+fn pad(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    format!("{text}{}", " ".repeat(width.saturating_sub(n)))
+}
+
+fn pad_left(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    format!("{}{text}", " ".repeat(width.saturating_sub(n)))
+}
+
+pub fn render(view: &OperationView) -> String {
+    let r = &view.record;
+    let t = &view.timeline;
+    let mut out = String::new();
+    out.push_str(&format!("{} — {}\n", r.display_id(), r.class.name()));
+    out.push_str(&format!(
+        "  {}.\n\n",
+        class_reason(r.class, r.first_multiplying_hop.as_deref())
+    ));
+    let rows: Vec<(&str, String)> = vec![
+        (
+            "first multiplying hop",
+            r.first_multiplying_hop
+                .clone()
+                .unwrap_or_else(|| "none".into()),
+        ),
+        (
+            "funnel",
+            format!("{} ({} attempts)", funnel_text(r), count(r.total_attempts)),
+        ),
+        (
+            "time 0",
+            format!(
+                "{} ms on the input's clock{}",
+                millis(t.start_ms),
+                epoch_text(t.start_ms).map_or(String::new(), |d| format!(" ({d})"))
+            ),
+        ),
+        ("duration", format!("{} ms", millis(t.end_ms))),
+        ("overlap", format!("{} ms", millis(r.overlap_ms))),
+    ];
+    for (k, v) in rows {
+        out.push_str(&format!("{} {v}\n", pad(k, 22)));
+    }
+
+    out.push_str(
+        "\nAttempt tree (ms since time 0; gap: since the previous attempt of its line finished)\n",
+    );
+    let prefixes = tree_prefixes(t);
+    let labels: Vec<String> = t
+        .tree_order
+        .iter()
+        .zip(&prefixes)
+        .map(|(&i, p)| format!("{p}{}", attempt_label(&t.attempts[i as usize])))
+        .collect();
+    let label_w = labels
+        .iter()
+        .map(|l| l.chars().count())
+        .chain([7])
+        .max()
+        .unwrap_or(7);
+    let header = [
+        pad("attempt", label_w),
+        pad("role", 10),
+        pad_left("start", 8),
+        pad_left("finish", 8),
+        pad_left("took", 7),
+        pad_left("gap", 8),
+        String::new(),
+        pad("outcome", 9),
+        "line".to_string(),
+    ]
+    .join(" ");
+    out.push_str(header.trim_end());
+    out.push('\n');
+    for (&i, label) in t.tree_order.iter().zip(&labels) {
+        let a = &t.attempts[i as usize];
+        let mut target = a.line_key.clone().unwrap_or_default();
+        if a.orphan {
+            target.push_str(" (orphan: no upstream parent)");
+        }
+        if a.start_inferred {
+            target.push_str(" (start taken from upstream)");
+        }
+        let line = [
+            pad(label, label_w),
+            pad(role_text(a.role), 10),
+            pad_left(&millis(a.start_ms), 8),
+            pad_left(&opt_ms(a.finish_ms), 8),
+            pad_left(&opt_ms(a.duration_ms), 7),
+            pad_left(&gap_text(a), 8),
+            String::new(),
+            pad(a.outcome.as_deref().unwrap_or("–"), 9),
+            target,
+        ]
+        .join(" ");
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+
+    out.push_str("\nTimeline\n");
+    let short: Vec<String> = t
+        .tree_order
+        .iter()
+        .map(|&i| attempt_label(&t.attempts[i as usize]))
+        .collect();
+    let short_w = short.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    let left = "0 ms";
+    let right = format!("{} ms", millis(t.end_ms));
+    out.push_str(&format!(
+        "{} {left}{}{right}\n",
+        pad("", short_w),
+        " ".repeat((TIMELINE_COLUMNS + 2).saturating_sub(left.len() + right.chars().count()))
+    ));
+    for (&i, label) in t.tree_order.iter().zip(&short) {
+        out.push_str(&format!(
+            "{} |{}|\n",
+            pad(label, short_w),
+            bar(t, i as usize)
+        ));
+    }
+    out.push_str(&format!(
+        "{} = running   # overlapping another attempt of its line   > still in flight at the trace end\n",
+        pad("", short_w)
+    ));
+
+    if !t.overlaps.is_empty() {
+        out.push_str("\nOverlaps\n");
+        for o in &t.overlaps {
+            let who: Vec<String> = o
+                .attempts
+                .iter()
+                .map(|&i| {
+                    let a = &t.attempts[i as usize];
+                    format!("{} (from {} ms)", attempt_label(a), millis(a.start_ms))
+                })
+                .collect();
+            out.push_str(&format!(
+                "  {}: {}–{} ms ({} ms), {} active at once\n",
+                o.hop,
+                millis(o.start_ms),
+                millis(o.end_ms),
+                millis(o.end_ms - o.start_ms),
+                who.join(" and ")
+            ));
+        }
+    }
+    if !t.bursts.is_empty() {
+        out.push_str("\nSynchronized bursts\n");
+        for b in &t.bursts {
+            out.push_str(&format!(
+                "  {}: retries of {} operations started within {} ms, at {} ms\n",
+                b.hop,
+                count(b.operations),
+                millis(b.width_ms),
+                millis(b.start_ms)
+            ));
+        }
+    }
+    out.push_str("\nFindings\n");
+    if r.findings.is_empty() {
+        out.push_str("  none\n");
+    }
+    let finding_w = r.findings.iter().map(|f| f.len()).max().unwrap_or(0);
+    for f in &r.findings {
+        out.push_str(format!("  {}  {}", pad(f, finding_w), finding_text(f)).trim_end());
+        out.push('\n');
+    }
+    out
+}

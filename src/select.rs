@@ -1,0 +1,123 @@
+//! Select: finds the operation that `show` was asked for among the ingested ones, by
+//! operation ID and test run, or by the `RUN/OPERATION` form the reports print. When the
+//! answer is not exactly one operation, the error says what there is instead.
+
+use anyhow::{bail, Result};
+
+use crate::ingest::Ingested;
+
+/// Similar operation IDs suggested when the one asked for is not in the input.
+const SUGGESTIONS: usize = 3;
+
+/// The index of the operation `id` (in test run `run`, where given) in the ingested
+/// operation table.
+pub fn find_operation(ingested: &Ingested, id: &str, run: Option<&str>) -> Result<u32> {
+    let name = |sym: u32| ingested.strings.resolve(sym);
+    let run_of = |op: u32| ingested.operations[op as usize].0.map(name);
+    let with_id = |want: &str| -> Vec<u32> {
+        (0..ingested.operations.len() as u32)
+            .filter(|&op| name(ingested.operations[op as usize].1) == want)
+            .collect()
+    };
+    let run_label = |op: u32| run_of(op).map_or("(none)".to_string(), str::to_string);
+
+    let mut candidates = with_id(id);
+    if candidates.is_empty() && run.is_none() {
+        // `RUN/OPERATION`, as the reports write it; IDs may hold slashes themselves.
+        for (at, _) in id.match_indices('/') {
+            let (r, op) = (&id[..at], &id[at + 1..]);
+            let found: Vec<u32> = with_id(op)
+                .into_iter()
+                .filter(|&o| run_of(o) == Some(r))
+                .collect();
+            if !found.is_empty() {
+                candidates = found;
+                break;
+            }
+        }
+    }
+    if candidates.is_empty() {
+        bail!("{}", not_found(ingested, id));
+    }
+    let in_all_runs = candidates.clone();
+    if let Some(run) = run {
+        // An empty --run asks for the operation without a test run.
+        let want = (!run.is_empty()).then_some(run);
+        candidates.retain(|&op| run_of(op) == want);
+        if candidates.is_empty() {
+            let runs: Vec<String> = in_all_runs.iter().map(|&op| run_label(op)).collect();
+            bail!(
+                "operation \"{id}\" is not in test run \"{run}\"; it is in test run{} {}: pick one with --run",
+                if runs.len() == 1 { "" } else { "s" },
+                runs.join(", ")
+            );
+        }
+    }
+    match candidates.as_slice() {
+        [one] => Ok(*one),
+        several => {
+            let mut runs: Vec<String> = several.iter().map(|&op| run_label(op)).collect();
+            runs.sort();
+            let example = several
+                .iter()
+                .find_map(|&op| run_of(op))
+                .map_or(String::new(), |r| format!(", e.g. --run {r}"));
+            bail!(
+                "operation \"{id}\" is in {} test runs ({}); pick one with --run{example}{}",
+                several.len(),
+                runs.join(", "),
+                if runs.iter().any(|r| r == "(none)") {
+                    " (--run '' picks the one without a test run)"
+                } else {
+                    ""
+                }
+            )
+        }
+    }
+}
+
+fn not_found(ingested: &Ingested, id: &str) -> String {
+    let needle = id.to_lowercase();
+    let mut similar: Vec<String> = ingested
+        .operations
+        .iter()
+        .map(|&(run, op)| match run {
+            Some(run) => format!(
+                "{}/{}",
+                ingested.strings.resolve(run),
+                ingested.strings.resolve(op)
+            ),
+            None => ingested.strings.resolve(op).to_string(),
+        })
+        .filter(|display| !needle.is_empty() && display.to_lowercase().contains(&needle))
+        .collect();
+    similar.sort();
+    similar.dedup();
+    let n = ingested.operations.len();
+    let mut message = format!(
+        "operation \"{id}\" is not in the input ({n} operation{} read from {})",
+        if n == 1 { "" } else { "s" },
+        ingested.files.join(", ")
+    );
+    if similar.is_empty() {
+        message.push_str(
+            "; 'attempt-funnel analyze --format jsonl' lists every operation_id and test_run_id",
+        );
+    } else {
+        let shown: Vec<&str> = similar
+            .iter()
+            .take(SUGGESTIONS)
+            .map(String::as_str)
+            .collect();
+        message.push_str(&format!(
+            "; similar: {}{}",
+            shown.join(", "),
+            if similar.len() > SUGGESTIONS {
+                ", …"
+            } else {
+                ""
+            }
+        ));
+    }
+    message
+}

@@ -1,0 +1,534 @@
+//! Timelines: the numbers that the drawn reports need beyond the summary tables, computed
+//! here once so that the HTML page and `show` only format them. Two shapes:
+//!
+//! - [`AttemptsOverTime`]: attempts started per time bucket, per hop and role, beside the
+//!   logical operations started — the one graph that makes a storm visible. A fixed number
+//!   of buckets, whatever the size of the input.
+//! - [`OperationTimeline`]: one operation's attempts on its own clock (ms since its first
+//!   start) with their roles, outcomes, gaps, lanes, tree order, overlaps and bursts.
+
+use serde::Serialize;
+
+use crate::analysis::{Analysis, KeptOperation};
+use crate::classify::{overlap_spans, Role};
+use crate::config::{HopOrder, Rules};
+use crate::group::{line_key, LineKey, Parent};
+use crate::model::{Millis, Outcome};
+
+/// Most time buckets in [`AttemptsOverTime`]: one per 6 px of a 1,200 px chart, enough to
+/// see a burst, few enough that the series stays a few kilobytes for any input.
+pub const TIME_BUCKETS_MAX: usize = 200;
+
+/// Attempts started per time bucket. Bucket `i` covers
+/// `[start_ms + i × bucket_ms, start_ms + (i + 1) × bucket_ms)`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AttemptsOverTime {
+    /// Start of the first bucket: the earliest attempt start.
+    pub start_ms: Millis,
+    /// Width of a bucket: 1, 2 or 5 × a power of ten ms, the smallest such that at most
+    /// 200 buckets cover the input.
+    pub bucket_ms: Millis,
+    /// Number of buckets; every series has this length.
+    pub buckets: usize,
+    /// The largest count in one bucket of any series below (operations, or one hop's
+    /// originals + retries + redeliveries): the charts' common scale.
+    pub peak: u64,
+    /// Logical operations whose first attempt started in the bucket.
+    pub operations_started: Vec<u64>,
+    /// One per hop with attempts, in hop order.
+    pub hops: Vec<HopSeries>,
+}
+
+/// Attempts started per bucket at one hop, by role.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HopSeries {
+    pub hop: String,
+    pub originals: Vec<u64>,
+    pub retries: Vec<u64>,
+    pub redeliveries: Vec<u64>,
+}
+
+/// The smallest step of 1, 2 or 5 × a power of ten that is at least `raw` (and at least 1).
+pub fn nice_step(raw: f64) -> f64 {
+    if raw.is_nan() || raw <= 1.0 {
+        return 1.0;
+    }
+    let magnitude = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|&step| step >= raw * (1.0 - 1e-12))
+        .unwrap_or(10.0 * magnitude)
+}
+
+/// Buckets the attempt table by start time. `None` when there are no attempts.
+pub fn attempts_over_time(analysis: &Analysis, hops: &HopOrder) -> Option<AttemptsOverTime> {
+    let starts = &analysis.attempts.start_ms;
+    let first = starts.iter().copied().reduce(Millis::min)?;
+    let last = starts.iter().copied().reduce(Millis::max)?;
+    let bucket_ms = nice_step((last - first) / (TIME_BUCKETS_MAX - 1) as f64);
+    let buckets = (((last - first) / bucket_ms).floor() as usize + 1).min(TIME_BUCKETS_MAX);
+    let bucket_of =
+        |t: Millis| (((t - first) / bucket_ms).floor().max(0.0) as usize).min(buckets - 1);
+
+    let mut operations_started = vec![0u64; buckets];
+    for op in &analysis.operations {
+        operations_started[bucket_of(op.first_start_ms)] += 1;
+    }
+    // Per hop index: originals, retries, redeliveries.
+    let mut per_hop = vec![
+        [
+            vec![0u64; buckets],
+            vec![0u64; buckets],
+            vec![0u64; buckets]
+        ];
+        hops.len()
+    ];
+    let a = &analysis.attempts;
+    for ((&hop, &start), role) in a.hop.iter().zip(starts).zip(&a.role) {
+        let series = match role {
+            Role::Original => 0,
+            Role::Retry => 1,
+            Role::Redelivery => 2,
+        };
+        per_hop[hop as usize][series][bucket_of(start)] += 1;
+    }
+    let hop_series: Vec<HopSeries> = per_hop
+        .into_iter()
+        .enumerate()
+        .filter(|(_, [o, r, d])| o.iter().chain(r).chain(d).any(|&n| n > 0))
+        .map(|(h, [originals, retries, redeliveries])| HopSeries {
+            hop: hops.name(h as u16).to_string(),
+            originals,
+            retries,
+            redeliveries,
+        })
+        .collect();
+    let peak = hop_series
+        .iter()
+        .flat_map(|s| (0..buckets).map(|i| s.originals[i] + s.retries[i] + s.redeliveries[i]))
+        .chain(operations_started.iter().copied())
+        .max()
+        .unwrap_or(0);
+    Some(AttemptsOverTime {
+        start_ms: first,
+        bucket_ms,
+        buckets,
+        peak,
+        operations_started,
+        hops: hop_series,
+    })
+}
+
+/// How an attempt ended, by the colour it gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutcomeKind {
+    /// `ok`, or an HTTP status below 400.
+    Ok,
+    /// `error`, or an HTTP status of 400 or more that is none of the below.
+    Error,
+    /// `timeout`, HTTP 408 or 504.
+    Timeout,
+    /// `cancelled`.
+    Cancelled,
+    /// `rejected`, HTTP 429 or 503 (the server shed load).
+    Rejected,
+    /// No outcome logged.
+    Unknown,
+}
+
+impl OutcomeKind {
+    pub fn of(outcome: Option<Outcome>) -> OutcomeKind {
+        match outcome {
+            None => OutcomeKind::Unknown,
+            Some(Outcome::Ok) => OutcomeKind::Ok,
+            Some(Outcome::Error) => OutcomeKind::Error,
+            Some(Outcome::Timeout) => OutcomeKind::Timeout,
+            Some(Outcome::Cancelled) => OutcomeKind::Cancelled,
+            Some(Outcome::Rejected) => OutcomeKind::Rejected,
+            Some(Outcome::Http(code)) => match code {
+                ..=399 => OutcomeKind::Ok,
+                408 | 504 => OutcomeKind::Timeout,
+                429 | 503 => OutcomeKind::Rejected,
+                _ => OutcomeKind::Error,
+            },
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OutcomeKind::Ok => "ok",
+            OutcomeKind::Error => "error",
+            OutcomeKind::Timeout => "timeout",
+            OutcomeKind::Cancelled => "cancelled",
+            OutcomeKind::Rejected => "rejected",
+            OutcomeKind::Unknown => "unknown",
+        }
+    }
+
+    pub const ALL: [OutcomeKind; 6] = [
+        OutcomeKind::Ok,
+        OutcomeKind::Error,
+        OutcomeKind::Timeout,
+        OutcomeKind::Rejected,
+        OutcomeKind::Cancelled,
+        OutcomeKind::Unknown,
+    ];
+}
+
+/// An outcome as logged: `ok`, `timeout`, `503`, …
+pub fn outcome_text(outcome: Outcome) -> String {
+    match outcome {
+        Outcome::Ok => "ok".into(),
+        Outcome::Error => "error".into(),
+        Outcome::Timeout => "timeout".into(),
+        Outcome::Cancelled => "cancelled".into(),
+        Outcome::Rejected => "rejected".into(),
+        Outcome::Http(code) => code.to_string(),
+    }
+}
+
+/// One operation's attempts on its own clock: every time is ms since its first start.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OperationTimeline {
+    pub test_run_id: Option<String>,
+    pub operation_id: String,
+    /// The operation's first start, on the input's clock: time 0 of this timeline.
+    pub start_ms: Millis,
+    /// The latest finish (or start, for attempts still in flight) of the attempts.
+    pub end_ms: Millis,
+    /// Null where no hop multiplied.
+    pub first_multiplying_hop: Option<String>,
+    /// One row per hop with attempts, in hop order.
+    pub rows: Vec<TimelineRow>,
+    /// In hop order, then start order. `parent` indexes this list.
+    pub attempts: Vec<TimelineAttempt>,
+    /// Indexes into `attempts` in tree order: each attempt followed by the attempts it
+    /// caused, depth first, siblings in hop and start order.
+    pub tree_order: Vec<u32>,
+    /// Stretches during which two or more attempts of one line were active at a hop.
+    pub overlaps: Vec<TimelineOverlap>,
+    /// The synchronized bursts this operation's retries took part in.
+    pub bursts: Vec<TimelineBurst>,
+    /// Attempts left out of `attempts` (the latest-starting ones) to keep a drawing small;
+    /// absent when none was.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub attempts_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// One hop of a timeline.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TimelineRow {
+    pub hop: String,
+    /// Attempts at this hop (all of them, drawn or not).
+    pub attempts: u64,
+    /// Attempts at this hop that ran at the same time, at most: the lanes its row needs.
+    pub lanes: u32,
+    /// This is the operation's first multiplying hop.
+    pub first_multiplying: bool,
+}
+
+/// One attempt of a timeline.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TimelineAttempt {
+    pub hop: String,
+    /// The attempt number as logged (`attempt`, else `delivery`), else its position in its
+    /// line (1 = the original).
+    pub number: u32,
+    /// `original`, `retry` or `redelivery`.
+    pub role: Role,
+    /// Index of the upstream attempt that caused it; null for the first hop and orphans.
+    pub parent: Option<u32>,
+    /// No upstream parent was found.
+    #[serde(skip_serializing_if = "is_false")]
+    pub orphan: bool,
+    /// Depth in the attempt tree (0 for attempts caused by the request itself).
+    pub depth: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// What its line addresses, as the rules key it: `message ID` on a queue hop, else the
+    /// target; null for attempts without a target.
+    pub line_key: Option<String>,
+    pub start_ms: Millis,
+    /// Its start was not logged at this hop and was taken from the same attempt upstream.
+    #[serde(skip_serializing_if = "is_false")]
+    pub start_inferred: bool,
+    /// Null while still in flight at the end of the trace.
+    pub finish_ms: Option<Millis>,
+    /// Where the attempt is drawn to: its finish, else the end of the timeline.
+    pub active_until_ms: Millis,
+    pub duration_ms: Option<Millis>,
+    /// For a retry or redelivery: time from the previous attempt of its line finishing to
+    /// this one starting. Negative when it started while that one was still running; null
+    /// for originals and when the previous one never finished.
+    pub gap_ms: Option<Millis>,
+    /// The backoff the retrying layer declared (`delay_ms`), if it did.
+    pub delay_ms: Option<Millis>,
+    /// As logged: `ok`, `timeout`, `503`, …; null when not logged.
+    pub outcome: Option<String>,
+    pub outcome_kind: OutcomeKind,
+    /// Lane within its hop's row (0 = top): attempts that ran at the same time get
+    /// different lanes.
+    pub lane: u32,
+}
+
+/// A stretch of overlap at one hop.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TimelineOverlap {
+    pub hop: String,
+    pub start_ms: Millis,
+    pub end_ms: Millis,
+    /// The drawn attempts (indexes into `attempts`) of the overlapping line that were
+    /// active during it.
+    pub attempts: Vec<u32>,
+}
+
+/// A burst that holds a retry of this operation.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TimelineBurst {
+    pub hop: String,
+    /// On this timeline's clock.
+    pub start_ms: Millis,
+    pub width_ms: Millis,
+    /// Distinct operations in the burst.
+    pub operations: u64,
+}
+
+/// The timeline of a kept operation. `max_attempts`: draw at most this many attempts (the
+/// earliest-starting ones); every count and overlap still covers all of them.
+pub fn operation_timeline(
+    kept: &KeptOperation,
+    analysis: &Analysis,
+    rules: &Rules,
+    max_attempts: Option<usize>,
+) -> OperationTimeline {
+    let hops = &rules.hops;
+    let attempts = &kept.attempts;
+    let tree = &kept.tree;
+    let origin = kept.result.first_start_ms;
+    let rel = |t: Millis| t - origin;
+    let end_ms = attempts
+        .iter()
+        .map(|a| rel(a.finish_ms.unwrap_or(a.start_ms)))
+        .fold(0.0, Millis::max);
+
+    // Which attempts are drawn: the earliest-starting ones, in canonical order.
+    let mut drawn: Vec<usize> = (0..attempts.len()).collect();
+    if let Some(max) = max_attempts.filter(|&m| m < attempts.len()) {
+        drawn.sort_by(|&x, &y| {
+            attempts[x]
+                .start_ms
+                .total_cmp(&attempts[y].start_ms)
+                .then(x.cmp(&y))
+        });
+        drawn.truncate(max);
+        drawn.sort_unstable();
+    }
+    let mut new_index = vec![None; attempts.len()];
+    for (n, &i) in drawn.iter().enumerate() {
+        new_index[i] = Some(n as u32);
+    }
+
+    let mut out: Vec<TimelineAttempt> = drawn
+        .iter()
+        .map(|&i| {
+            let a = &attempts[i];
+            let line = &tree.lines[tree.line_of[i] as usize];
+            let position = line
+                .attempts
+                .iter()
+                .position(|&x| x as usize == i)
+                .unwrap_or(0);
+            let previous = position
+                .checked_sub(1)
+                .map(|p| &attempts[line.attempts[p] as usize]);
+            let (parent, orphan) = match tree.parent[i] {
+                Parent::Request => (None, false),
+                Parent::Attempt(u) => (new_index[u as usize], false),
+                Parent::Orphan(_) => (None, true),
+            };
+            TimelineAttempt {
+                hop: hops.name(a.hop).to_string(),
+                number: a.attempt.or(a.delivery).unwrap_or(position as u32 + 1),
+                role: kept.roles[i],
+                parent,
+                orphan,
+                depth: 0,
+                line_key: match line_key(a, rules) {
+                    LineKey::Message(_) => kept.message_ids[i]
+                        .as_deref()
+                        .map(|m| format!("message {m}")),
+                    LineKey::Target(_) => kept.targets[i].as_deref().map(str::to_string),
+                },
+                target: kept.targets[i].as_deref().map(str::to_string),
+                message_id: kept.message_ids[i].as_deref().map(str::to_string),
+                start_ms: rel(a.start_ms),
+                start_inferred: a.start_inferred,
+                finish_ms: a.finish_ms.map(rel),
+                active_until_ms: a.finish_ms.map_or(end_ms, rel),
+                duration_ms: a.duration_ms(),
+                gap_ms: previous.and_then(|p| p.finish_ms).map(|f| a.start_ms - f),
+                delay_ms: a.delay_ms,
+                outcome: a.outcome.map(outcome_text),
+                outcome_kind: OutcomeKind::of(a.outcome),
+                lane: 0,
+            }
+        })
+        .collect();
+
+    let rows = assign_lanes(&mut out, kept, hops);
+    let tree_order = tree_order(&mut out);
+
+    let overlaps = overlap_spans(attempts, rules, analysis.trace_end_ms)
+        .into_iter()
+        .map(|s| TimelineOverlap {
+            hop: hops.name(s.hop).to_string(),
+            start_ms: rel(s.start_ms).max(0.0),
+            end_ms: rel(s.end_ms).min(end_ms),
+            attempts: drawn
+                .iter()
+                .enumerate()
+                .filter(|&(_, &i)| {
+                    let a = &attempts[i];
+                    a.hop == s.hop
+                        && line_key(a, rules) == s.key
+                        && a.start_ms < s.end_ms
+                        && a.end_or(analysis.trace_end_ms) > s.start_ms
+                })
+                .map(|(n, _)| n as u32)
+                .collect(),
+        })
+        .filter(|s| s.end_ms > s.start_ms)
+        .collect();
+    let bursts = analysis
+        .bursts
+        .iter()
+        .filter(|b| b.ops.binary_search(&kept.op).is_ok())
+        .map(|b| TimelineBurst {
+            hop: hops.name(b.hop).to_string(),
+            start_ms: rel(b.start_ms),
+            width_ms: b.width_ms,
+            operations: b.ops.len() as u64,
+        })
+        .collect();
+
+    OperationTimeline {
+        test_run_id: kept.result.key.test_run_id.as_deref().map(str::to_string),
+        operation_id: kept.result.key.operation_id.to_string(),
+        start_ms: origin,
+        end_ms,
+        first_multiplying_hop: kept
+            .result
+            .first_multiplying_hop
+            .map(|h| hops.name(h).to_string()),
+        rows,
+        attempts: out,
+        tree_order,
+        overlaps,
+        bursts,
+        attempts_omitted: (attempts.len() - drawn.len()) as u64,
+    }
+}
+
+/// Gives every drawn attempt the lowest lane of its hop that is free at its start, and
+/// returns the rows.
+fn assign_lanes(
+    out: &mut [TimelineAttempt],
+    kept: &KeptOperation,
+    hops: &HopOrder,
+) -> Vec<TimelineRow> {
+    let mut rows = Vec::new();
+    for (h, &count) in kept.result.funnel.iter().enumerate() {
+        if count == 0 {
+            continue;
+        }
+        let name = hops.name(h as u16);
+        let mut at_hop: Vec<usize> = (0..out.len()).filter(|&i| out[i].hop == name).collect();
+        at_hop.sort_by(|&x, &y| out[x].start_ms.total_cmp(&out[y].start_ms).then(x.cmp(&y)));
+        // The end of the last attempt in each lane.
+        let mut lane_ends: Vec<Millis> = Vec::new();
+        for i in at_hop {
+            let (start, until) = (out[i].start_ms, out[i].active_until_ms);
+            let lane = match lane_ends.iter().position(|&end| end <= start) {
+                Some(free) => free,
+                None => {
+                    lane_ends.push(Millis::NEG_INFINITY);
+                    lane_ends.len() - 1
+                }
+            };
+            lane_ends[lane] = until.max(start);
+            out[i].lane = lane as u32;
+        }
+        rows.push(TimelineRow {
+            hop: name.to_string(),
+            attempts: u64::from(count),
+            lanes: lane_ends.len().max(1) as u32,
+            first_multiplying: kept.result.first_multiplying_hop == Some(h as u16),
+        });
+    }
+    rows
+}
+
+/// Depth-first order of the attempt tree; sets each attempt's depth.
+fn tree_order(out: &mut [TimelineAttempt]) -> Vec<u32> {
+    let mut children: Vec<Vec<u32>> = vec![Vec::new(); out.len()];
+    let mut roots = Vec::new();
+    for (i, a) in out.iter().enumerate() {
+        match a.parent {
+            Some(p) => children[p as usize].push(i as u32),
+            None => roots.push(i as u32),
+        }
+    }
+    let mut order = Vec::with_capacity(out.len());
+    // Indexes are in hop, then start order, so pushing children in reverse visits them in
+    // that order.
+    let mut stack: Vec<(u32, u32)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+    while let Some((i, depth)) = stack.pop() {
+        out[i as usize].depth = depth;
+        order.push(i);
+        stack.extend(children[i as usize].iter().rev().map(|&c| (c, depth + 1)));
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_steps_are_one_two_or_five_times_a_power_of_ten() {
+        assert_eq!(nice_step(0.0), 1.0);
+        assert_eq!(nice_step(0.3), 1.0);
+        assert_eq!(nice_step(1.5), 2.0);
+        assert_eq!(nice_step(2.0), 2.0);
+        assert_eq!(nice_step(3.0), 5.0);
+        assert_eq!(nice_step(7.0), 10.0);
+        assert_eq!(nice_step(11.3), 20.0);
+        assert_eq!(nice_step(450.0), 500.0);
+        assert_eq!(nice_step(1000.0), 1000.0);
+        assert_eq!(nice_step(f64::NAN), 1.0);
+    }
+
+    #[test]
+    fn outcomes_are_coloured_by_what_the_server_meant() {
+        use crate::model::Outcome::*;
+        assert_eq!(OutcomeKind::of(Some(Http(204))), OutcomeKind::Ok);
+        assert_eq!(OutcomeKind::of(Some(Http(503))), OutcomeKind::Rejected);
+        assert_eq!(OutcomeKind::of(Some(Http(504))), OutcomeKind::Timeout);
+        assert_eq!(OutcomeKind::of(Some(Http(500))), OutcomeKind::Error);
+        assert_eq!(OutcomeKind::of(None), OutcomeKind::Unknown);
+        assert_eq!(outcome_text(Http(429)), "429");
+        assert_eq!(outcome_text(Timeout), "timeout");
+    }
+}
