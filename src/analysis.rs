@@ -11,7 +11,7 @@ use crate::config::{BadInputPolicy, Rules};
 use crate::group::{build_tree, Tree};
 use crate::ingest::{Ingested, InputIssue};
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
-use crate::normalize::{canonical_order, normalize_operation, problem_issue};
+use crate::normalize::{canonical_order, normalize_operation, problem_issues};
 
 /// Duplicate events named one by one before the rest are only counted.
 const DUPLICATES_LISTED: usize = 3;
@@ -287,16 +287,7 @@ pub fn analyze(
     orphans_per_hop.resize(rules.hops.len(), 0);
 
     let mut issues = std::mem::take(&mut ingested.issues);
-    let mut problems: Vec<InputIssue> = problems
-        .into_iter()
-        .map(|(source, message)| problem_issue(&ingested.files, source, message))
-        .collect();
-    problems.sort_by(|a, b| (a.path.as_str(), a.line).cmp(&(b.path.as_str(), b.line)));
-    if bad_input == BadInputPolicy::Strict {
-        if let Some(first) = problems.first() {
-            anyhow::bail!("{first}\n(stopped at the first bad line because of --strict)");
-        }
-    }
+    let problems = problem_issues(&ingested.files, problems, bad_input)?;
     issues.extend(problems);
 
     let bursts = detect_bursts(retries, rules);

@@ -78,20 +78,10 @@ pub struct InputArgs {
     pub hops: Option<Vec<String>>,
 }
 
+/// The classification rules' settings, shared by `analyze` and `show` so that both see an
+/// operation the same way.
 #[derive(Debug, Args)]
-pub struct AnalyzeArgs {
-    #[command(flatten)]
-    pub input: InputArgs,
-
-    /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value_t = FormatArg::Table)]
-    pub format: FormatArg,
-
-    /// Write the report to FILE instead of standard output ('-' is standard output).
-    /// Required by '--format parquet'.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
+pub struct RuleArgs {
     /// Attempt budget of a hop: the most attempts allowed per line, as HOP=N. Repeatable.
     /// Default: 3 for every hop (one original and two retries).
     #[arg(long, value_name = "HOP=N")]
@@ -112,16 +102,34 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "N")]
     pub burst_min_ops: Option<usize>,
 
+    /// Policy file (TOML) with failure conditions, budgets, hops allowed to overlap, queue
+    /// hops, burst parameters and the span hop map. Flags override it.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct AnalyzeArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+
+    #[command(flatten)]
+    pub rules: RuleArgs,
+
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
+
+    /// Write the report to FILE instead of standard output ('-' is standard output).
+    /// Required by '--format parquet'.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
     /// Fail (exit 1) when this condition holds, e.g. 'nested-retry > 0', 'overlap > 1%',
     /// 'healthy < 95%', 'amplification@dependency > 2.5'. Repeatable; replaces a policy
     /// condition on the same metric. See docs/ci.md for the grammar.
     #[arg(long, value_name = "CONDITION")]
     pub fail_on: Vec<String>,
-
-    /// Policy file (TOML) with failure conditions, budgets, hops allowed to overlap and
-    /// burst parameters. Flags override it.
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
 
     /// Report breached thresholds but exit 0, to roll a gate out before enforcing it.
     #[arg(long)]
@@ -222,26 +230,8 @@ pub struct ShowArgs {
     #[command(flatten)]
     pub input: InputArgs,
 
-    /// Attempt budget of a hop, as for `analyze`. Repeatable.
-    #[arg(long, value_name = "HOP=N")]
-    pub budget: Vec<String>,
-
-    /// Hop where overlapping attempts are intended, as for `analyze`. Repeatable.
-    #[arg(long, value_name = "HOP")]
-    pub allow_overlap: Vec<String>,
-
-    /// Widest window of a synchronized burst in ms, as for `analyze`. Default: 50.
-    #[arg(long, value_name = "MS")]
-    pub burst_window: Option<f64>,
-
-    /// Fewest operations in a synchronized burst, as for `analyze`. Default: 5.
-    #[arg(long, value_name = "N")]
-    pub burst_min_ops: Option<usize>,
-
-    /// Policy file (TOML): its budgets, hops, queue hops, overlap and burst settings apply,
-    /// as for `analyze`.
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
+    #[command(flatten)]
+    pub rules: RuleArgs,
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use crate::config::{BadInputPolicy, HopOrder};
 use crate::ingest::spans::{Skip, SpanStats};
 use crate::ingest::{Ingested, InputIssue};
 use crate::model::{Attempt, Event, Millis, OperationKey, Outcome};
-use crate::normalize::{canonical_order, normalize_operation, problem_issue};
+use crate::normalize::{canonical_order, normalize_operation, problem_issues};
 
 /// The converted records and what was wrong with the input.
 pub struct Converted {
@@ -100,17 +100,14 @@ pub fn convert(
         })
         .collect();
 
-    let mut problems: Vec<InputIssue> = operations
-        .iter_mut()
-        .flat_map(|(_, n)| std::mem::take(&mut n.problems))
-        .map(|(source, message)| problem_issue(&ingested.files, source, message))
-        .collect();
-    problems.sort_by(|a, b| (a.path.as_str(), a.line).cmp(&(b.path.as_str(), b.line)));
-    if bad_input == BadInputPolicy::Strict {
-        if let Some(first) = problems.first() {
-            anyhow::bail!("{first}\n(stopped at the first bad line because of --strict)");
-        }
-    }
+    let problems = problem_issues(
+        &ingested.files,
+        operations
+            .iter_mut()
+            .flat_map(|(_, n)| std::mem::take(&mut n.problems))
+            .collect(),
+        bad_input,
+    )?;
     let mut issues = std::mem::take(&mut ingested.issues);
     issues.extend(problems);
 

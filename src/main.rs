@@ -354,7 +354,7 @@ fn base_rules(
 
 /// Resolves the rules: defaults, then the policy file, then flags.
 fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
-    let mut rules = base_rules(&args.input, policy, args.policy.as_deref())?;
+    let mut rules = base_rules(&args.input, policy, args.rules.policy.as_deref())?;
     let policy_budgets: Vec<String> = policy
         .budgets
         .iter()
@@ -363,19 +363,21 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
     rules
         .set_budgets(&policy_budgets)
         .context("in the policy's [budgets]")?;
-    rules.set_budgets(&args.budget)?;
+    rules.set_budgets(&args.rules.budget)?;
     let overlap_hops: Vec<String> = policy
         .allow_overlap
         .iter()
-        .chain(&args.allow_overlap)
+        .chain(&args.rules.allow_overlap)
         .cloned()
         .collect();
     rules.overlap_allowed = rules.hop_flags("--allow-overlap", &overlap_hops)?;
     let window = args
+        .rules
         .burst_window
         .or(policy.burst.window_ms)
         .unwrap_or(config::DEFAULT_BURST_WINDOW_MS);
     let min_ops = args
+        .rules
         .burst_min_ops
         .or(policy.burst.min_ops)
         .unwrap_or(config::DEFAULT_BURST_MIN_OPS);
@@ -393,7 +395,7 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
 }
 
 fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
-    let policy = match &args.policy {
+    let policy = match &args.rules.policy {
         Some(path) => policy::load(path)?,
         None => policy::Policy::default(),
     };
@@ -405,7 +407,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
             .collect()
     };
     let from_policy = parse_all(&policy.fail_on, Origin::Policy).with_context(|| {
-        let path = args.policy.as_deref().unwrap_or(Path::new("-"));
+        let path = args.rules.policy.as_deref().unwrap_or(Path::new("-"));
         format!("invalid policy '{}': fail_on", path.display())
     })?;
     let from_flags = parse_all(&args.fail_on, Origin::Flag).context("in --fail-on")?;
@@ -440,12 +442,8 @@ fn show_config(args: ShowArgs) -> Result<ShowConfig> {
         input: args.input,
         format: FormatArg::Table,
         output: None,
-        budget: args.budget,
-        allow_overlap: args.allow_overlap,
-        burst_window: args.burst_window,
-        burst_min_ops: args.burst_min_ops,
+        rules: args.rules,
         fail_on: Vec::new(),
-        policy: args.policy,
         report_only: false,
         junit: None,
         top: 0,

@@ -208,8 +208,28 @@ fn upstream_start(known: &[Attempt], a: &Attempt) -> Option<Millis> {
         .map(|u| u.start_ms)
 }
 
+/// Turns normalization problems into input issues in file and line order; under
+/// `--strict` the first one stops the run.
+pub fn problem_issues(
+    files: &[String],
+    problems: Vec<(SourceRef, String)>,
+    bad_input: crate::config::BadInputPolicy,
+) -> anyhow::Result<Vec<InputIssue>> {
+    let mut issues: Vec<InputIssue> = problems
+        .into_iter()
+        .map(|(source, message)| problem_issue(files, source, message))
+        .collect();
+    issues.sort_by(|a, b| (a.path.as_str(), a.line).cmp(&(b.path.as_str(), b.line)));
+    if bad_input == crate::config::BadInputPolicy::Strict {
+        if let Some(first) = issues.first() {
+            anyhow::bail!("{first}\n(stopped at the first bad line because of --strict)");
+        }
+    }
+    Ok(issues)
+}
+
 /// Builds the input issue for a normalization problem.
-pub fn problem_issue(files: &[String], source: SourceRef, message: String) -> InputIssue {
+fn problem_issue(files: &[String], source: SourceRef, message: String) -> InputIssue {
     InputIssue {
         path: files[source.file as usize].clone(),
         line: u64::from(source.line),

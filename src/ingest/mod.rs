@@ -78,6 +78,26 @@ impl Ingested {
         format!("{}:{}", self.files[source.file as usize], source.line)
     }
 
+    /// Records a bad input line; under `--strict` it stops the run.
+    fn bad_line(
+        &mut self,
+        path: &str,
+        line: u64,
+        message: String,
+        policy: BadInputPolicy,
+    ) -> Result<()> {
+        let issue = InputIssue {
+            path: path.to_string(),
+            line,
+            message,
+        };
+        if policy == BadInputPolicy::Strict {
+            bail!("{issue}\n(stopped at the first bad line because of --strict)");
+        }
+        self.issues.push(issue);
+        Ok(())
+    }
+
     fn push(&mut self, source: SourceRef, line: CheckedLine) {
         let run = line.test_run_id.as_deref().map(|r| self.strings.intern(r));
         let id = self.strings.intern(&line.operation_id);
@@ -351,15 +371,7 @@ fn parse_span_chunk(
             }
         }
         for message in problems {
-            let issue = InputIssue {
-                path: name.to_string(),
-                line,
-                message,
-            };
-            if config.bad_input == BadInputPolicy::Strict {
-                bail!("{issue}\n(stopped at the first bad line because of --strict)");
-            }
-            out.issues.push(issue);
+            out.bad_line(name, line, message, config.bad_input)?;
         }
     }
     Ok(first_line + lines.len() as u64)
@@ -434,17 +446,7 @@ fn parse_chunk(
                 };
                 out.push(source, checked);
             }
-            Err(message) => {
-                let issue = InputIssue {
-                    path: name.to_string(),
-                    line,
-                    message,
-                };
-                if config.bad_input == BadInputPolicy::Strict {
-                    bail!("{issue}\n(stopped at the first bad line because of --strict)");
-                }
-                out.issues.push(issue);
-            }
+            Err(message) => out.bad_line(name, line, message, config.bad_input)?,
         }
     }
     Ok(first_line + lines.len() as u64)
