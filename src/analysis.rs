@@ -71,14 +71,98 @@ pub struct KeptOperation {
     pub message_ids: Vec<Option<Box<str>>>,
 }
 
-/// One row per attempt, as columns: what the per-hop aggregates are computed from.
+/// One worker's attempt rows, as columns: moved into the [`AttemptTable`] without a copy.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct AttemptColumns {
-    pub hop: Vec<u32>,
-    pub start_ms: Vec<Millis>,
-    pub duration_ms: Vec<Option<f64>>,
-    pub role: Vec<Role>,
-    pub success: Vec<Option<bool>>,
+struct AttemptColumns {
+    hop: Vec<u32>,
+    start_ms: Vec<Millis>,
+    /// NaN for an unfinished attempt.
+    duration_ms: Vec<f64>,
+    /// [`ROLE_ORIGINAL`], [`ROLE_RETRY`] or [`ROLE_REDELIVERY`].
+    role: Vec<u32>,
+    success: Vec<Option<bool>>,
+}
+
+pub const ROLE_ORIGINAL: u32 = 0;
+pub const ROLE_RETRY: u32 = 1;
+pub const ROLE_REDELIVERY: u32 = 2;
+
+/// The attempt table: one row per attempt (hop, start_ms, duration_ms with NaN for
+/// unfinished attempts, role, success), as a polars frame made of the workers' columns
+/// without copying them. The summary's per-hop aggregates are computed on it.
+#[derive(Debug, Clone, Default)]
+pub struct AttemptTable {
+    pub frame: polars::prelude::DataFrame,
+}
+
+impl AttemptTable {
+    pub fn len(&self) -> usize {
+        self.frame.height()
+    }
+
+    /// (hop, start_ms, role) of every attempt.
+    pub fn rows(&self) -> impl Iterator<Item = (u32, Millis, Role)> + '_ {
+        let column = |name: &str| self.frame.column(name).expect("attempt table column");
+        let hop = column("hop").u32().expect("u32 hop");
+        let start = column("start_ms").f64().expect("f64 start");
+        let role = column("role").u32().expect("u32 role");
+        hop.into_no_null_iter()
+            .zip(start.into_no_null_iter())
+            .zip(role.into_no_null_iter())
+            .map(|((h, s), r)| {
+                let role = match r {
+                    ROLE_RETRY => Role::Retry,
+                    ROLE_REDELIVERY => Role::Redelivery,
+                    _ => Role::Original,
+                };
+                (h, s, role)
+            })
+    }
+
+    fn from_parts(parts: Vec<AttemptColumns>) -> polars::prelude::PolarsResult<AttemptTable> {
+        use polars::prelude::*;
+        let mut frame: Option<DataFrame> = None;
+        for part in parts {
+            let height = part.hop.len();
+            let chunk = DataFrame::new(
+                height,
+                vec![
+                    UInt32Chunked::from_vec("hop".into(), part.hop).into_column(),
+                    Float64Chunked::from_vec("start_ms".into(), part.start_ms).into_column(),
+                    Float64Chunked::from_vec("duration_ms".into(), part.duration_ms).into_column(),
+                    UInt32Chunked::from_vec("role".into(), part.role).into_column(),
+                    BooleanChunked::from_iter_options("success".into(), part.success.into_iter())
+                        .into_column(),
+                ],
+            )?;
+            match frame.as_mut() {
+                // Appends the chunks by reference: no row is copied.
+                Some(f) => {
+                    f.vstack_mut(&chunk)?;
+                }
+                None => frame = Some(chunk),
+            }
+        }
+        Ok(AttemptTable {
+            frame: frame.unwrap_or_else(|| AttemptTable::empty_frame()),
+        })
+    }
+
+    fn empty_frame() -> polars::prelude::DataFrame {
+        use polars::prelude::*;
+        DataFrame::new(
+            0,
+            vec![
+                UInt32Chunked::from_vec("hop".into(), vec![]).into_column(),
+                Float64Chunked::from_vec("start_ms".into(), vec![]).into_column(),
+                Float64Chunked::from_vec("duration_ms".into(), vec![]).into_column(),
+                UInt32Chunked::from_vec("role".into(), vec![]).into_column(),
+                BooleanChunked::from_iter_options("success".into(), std::iter::empty())
+                    .into_column(),
+            ],
+        )
+        .expect("an empty frame of equal columns")
+    }
 }
 
 /// Everything analysed, ready to summarise and report.
@@ -86,7 +170,7 @@ pub struct AttemptColumns {
 pub struct Analysis {
     /// Sorted by (test run, operation ID).
     pub operations: Vec<OperationResult>,
-    pub attempts: AttemptColumns,
+    pub attempts: AttemptTable,
     pub bursts: Vec<Burst>,
     /// The operations of each burst, sorted, parallel to `bursts`.
     pub burst_operations: Vec<Vec<OperationKey>>,
@@ -140,19 +224,18 @@ struct Pass {
 }
 
 impl Pass {
-    /// Concatenates the workers' passes in order, each column allocated once at its final
-    /// size (merging pairwise would copy every row once per level of the merge).
-    fn concat(parts: Vec<Pass>) -> Pass {
+    /// Concatenates the workers' passes in order, each list allocated once at its final
+    /// size. The attempt columns are not copied: each worker's become chunks of the table.
+    fn concat(parts: Vec<Pass>) -> (Pass, Vec<AttemptColumns>) {
         let mut out = Pass::default();
         out.pending
             .reserve_exact(parts.iter().map(|p| p.pending.len()).sum());
         out.retries
             .reserve_exact(parts.iter().map(|p| p.retries.len()).sum());
-        out.attempts
-            .reserve_exact(parts.iter().map(|p| p.attempts.hop.len()).sum());
+        let mut columns = Vec::with_capacity(parts.len());
         for mut part in parts {
             out.pending.append(&mut part.pending);
-            out.attempts.append(&mut part.attempts);
+            columns.push(std::mem::take(&mut part.attempts));
             out.retries.append(&mut part.retries);
             out.duplicates.append(&mut part.duplicates);
             out.problems.append(&mut part.problems);
@@ -160,7 +243,7 @@ impl Pass {
             add_counts(&mut out.orphans_per_hop, &part.orphans_per_hop);
             out.duplicate_effects += part.duplicate_effects;
         }
-        out
+        (out, columns)
     }
 
     /// Runs normalize → group → classify on one operation and keeps what is needed.
@@ -239,8 +322,11 @@ pub fn analyze(
         .map(Event::latest_ms)
         .reduce(|| 0.0, Millis::max);
     let by_operation = group_by_operation(&events, ingested.operations.len());
+    // A few dozen workers' results: each becomes one chunk of the attempt table.
+    let min_ops_per_worker = (ingested.operations.len() / 64).max(1024);
     let pass = (0..ingested.operations.len())
         .into_par_iter()
+        .with_min_len(min_ops_per_worker)
         .fold(Pass::default, |mut pass, op| {
             let range = by_operation.offsets[op] as usize..by_operation.offsets[op + 1] as usize;
             let events = by_operation.order[range]
@@ -250,7 +336,9 @@ pub fn analyze(
             pass
         })
         .collect::<Vec<Pass>>();
-    let pass = Pass::concat(pass);
+    crate::profile::note("per-operation pass");
+    let (pass, attempt_columns) = Pass::concat(pass);
+    crate::profile::note("concat");
     // The operations a report draws run the per-operation stages once more, while their
     // events are at hand: cheaper than keeping every operation's attempts and tree.
     let chosen = choose_kept(&pass.pending, keep, &ingested);
@@ -272,9 +360,10 @@ pub fn analyze(
         .collect();
     drop(by_operation);
     drop(events);
+    crate::profile::note("events dropped");
+    let attempts = AttemptTable::from_parts(attempt_columns)?;
     let Pass {
         pending,
-        attempts,
         retries,
         mut duplicates,
         problems,
@@ -360,6 +449,7 @@ pub fn analyze(
         })
         .collect();
     let operations: Vec<OperationResult> = operations.into_iter().map(|(_, r)| r).collect();
+    crate::profile::note("results");
 
     Ok(Analysis {
         operations,
@@ -462,24 +552,12 @@ impl AttemptColumns {
     fn push(&mut self, a: &Attempt, role: Role) {
         self.hop.push(u32::from(a.hop));
         self.start_ms.push(a.start_ms);
-        self.duration_ms.push(a.duration_ms());
-        self.role.push(role);
+        self.duration_ms.push(a.duration_ms().unwrap_or(f64::NAN));
+        self.role.push(match role {
+            Role::Original => ROLE_ORIGINAL,
+            Role::Retry => ROLE_RETRY,
+            Role::Redelivery => ROLE_REDELIVERY,
+        });
         self.success.push(a.outcome.map(|o| o.is_success()));
-    }
-
-    fn reserve_exact(&mut self, n: usize) {
-        self.hop.reserve_exact(n);
-        self.start_ms.reserve_exact(n);
-        self.duration_ms.reserve_exact(n);
-        self.role.reserve_exact(n);
-        self.success.reserve_exact(n);
-    }
-
-    fn append(&mut self, other: &mut AttemptColumns) {
-        self.hop.append(&mut other.hop);
-        self.start_ms.append(&mut other.start_ms);
-        self.duration_ms.append(&mut other.duration_ms);
-        self.role.append(&mut other.role);
-        self.success.append(&mut other.success);
     }
 }

@@ -32,8 +32,18 @@ impl Stages {
 }
 
 /// Resident set size from /proc (Linux); `None` elsewhere.
-fn resident_mb() -> Option<u64> {
+pub fn resident_mb() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * 4096 / (1 << 20))
+}
+
+/// A mid-stage mark, printed only when profiling is on.
+pub fn note(what: &str) {
+    if std::env::var_os("ATTEMPT_FUNNEL_PROFILE").is_some_and(|v| v != "0") {
+        eprintln!(
+            "profile:   {what:<24}             rss {:>6} MB",
+            resident_mb().unwrap_or(0)
+        );
+    }
 }

@@ -6,9 +6,11 @@ use polars::prelude::*;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use crate::analysis::{worst_first, Analysis, OperationResult};
+use crate::analysis::{
+    worst_first, Analysis, OperationResult, ROLE_ORIGINAL, ROLE_REDELIVERY, ROLE_RETRY,
+};
 use crate::burst::Burst;
-use crate::classify::{Class, Role};
+use crate::classify::Class;
 use crate::config::{HopOrder, Rules};
 use crate::model::{Millis, OperationKey};
 use crate::timeline::{AttemptsOverTime, OperationTimeline};
@@ -353,9 +355,9 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
             bad_lines: analysis.issues.len() as u64,
         },
         operations,
-        attempts: analysis.attempts.hop.len() as u64,
+        attempts: analysis.attempts.len() as u64,
         retry_attempts,
-        retry_share: share(retry_attempts, analysis.attempts.hop.len() as u64),
+        retry_share: share(retry_attempts, analysis.attempts.len() as u64),
         main_multiplying_hop,
         unfinished_attempts: hop_summaries.iter().map(|h| h.unfinished).sum(),
         orphan_attempts: hop_summaries.iter().map(|h| h.orphans).sum(),
@@ -404,32 +406,9 @@ struct HopAggregate {
     latency: Latency,
 }
 
-const ROLE_ORIGINAL: u32 = 0;
-const ROLE_RETRY: u32 = 1;
-const ROLE_REDELIVERY: u32 = 2;
-
-/// The attempt table as a polars frame: one row per attempt.
-pub fn attempt_frame(analysis: &Analysis) -> PolarsResult<DataFrame> {
-    let a = &analysis.attempts;
-    let role: Vec<u32> = a
-        .role
-        .iter()
-        .map(|r| match r {
-            Role::Original => ROLE_ORIGINAL,
-            Role::Retry => ROLE_RETRY,
-            Role::Redelivery => ROLE_REDELIVERY,
-        })
-        .collect();
-    DataFrame::new_infer_height(vec![
-        Column::new("hop".into(), &a.hop),
-        Column::new("duration_ms".into(), &a.duration_ms),
-        Column::new("role".into(), role),
-        Column::new("success".into(), &a.success),
-    ])
-}
-
+/// Per-hop counts, retry success and latency percentiles, by polars over the attempt table.
 fn hop_aggregates(analysis: &Analysis, rules: &Rules) -> anyhow::Result<Vec<HopAggregate>> {
-    let frame = attempt_frame(analysis)?;
+    let frame = &analysis.attempts.frame;
     let mut out: Vec<HopAggregate> = (0..rules.hops.len())
         .map(|_| HopAggregate {
             attempts: 0,
@@ -447,18 +426,27 @@ fn hop_aggregates(analysis: &Analysis, rules: &Rules) -> anyhow::Result<Vec<HopA
     if frame.height() == 0 {
         return Ok(out);
     }
-    for part in frame.partition_by_stable(["hop"], true)? {
-        let hop = part.column("hop")?.u32()?.get(0).unwrap_or(0) as usize;
-        let role = part.column("role")?.u32()?;
+    let hop_column = frame.column("hop")?.u32()?;
+    let role_all = frame.column("role")?.u32()?;
+    let success_all = frame.column("success")?.bool()?;
+    let duration_all = frame.column("duration_ms")?.f64()?;
+    for (h, agg) in out.iter_mut().enumerate() {
+        let at_hop = hop_column.equal(h as u32);
+        let attempts = at_hop.sum().unwrap_or(0) as u64;
+        if attempts == 0 {
+            continue;
+        }
+        let role = role_all.filter(&at_hop)?;
         let is_repeat = role.not_equal(ROLE_ORIGINAL);
-        let success = part.column("success")?.bool()?;
-        let repeat_outcomes = success.filter(&is_repeat)?;
+        let repeat_outcomes = success_all.filter(&at_hop)?.filter(&is_repeat)?;
         let known = (repeat_outcomes.len() - repeat_outcomes.null_count()) as u64;
         let succeeded = repeat_outcomes.sum().unwrap_or(0) as u64;
-        let durations = part.column("duration_ms")?.f64()?;
+        // Unfinished attempts have no latency (NaN in the table).
+        let durations = duration_all.filter(&at_hop)?;
+        let durations = durations.filter(&durations.is_not_nan())?;
         let q = |p: f64| durations.quantile(p, QuantileMethod::Linear);
-        out[hop] = HopAggregate {
-            attempts: part.height() as u64,
+        *agg = HopAggregate {
+            attempts,
             originals: role.equal(ROLE_ORIGINAL).sum().unwrap_or(0) as u64,
             retries: role.equal(ROLE_RETRY).sum().unwrap_or(0) as u64,
             redeliveries: role.equal(ROLE_REDELIVERY).sum().unwrap_or(0) as u64,

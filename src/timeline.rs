@@ -63,9 +63,9 @@ pub fn nice_step(raw: f64) -> f64 {
 
 /// Buckets the attempt table by start time. `None` when there are no attempts.
 pub fn attempts_over_time(analysis: &Analysis, hops: &HopOrder) -> Option<AttemptsOverTime> {
-    let starts = &analysis.attempts.start_ms;
-    let first = starts.iter().copied().reduce(Millis::min)?;
-    let last = starts.iter().copied().reduce(Millis::max)?;
+    let rows = || analysis.attempts.rows();
+    let first = rows().map(|(_, s, _)| s).reduce(Millis::min)?;
+    let last = rows().map(|(_, s, _)| s).reduce(Millis::max)?;
     let bucket_ms = nice_step((last - first) / (TIME_BUCKETS_MAX - 1) as f64);
     let buckets = (((last - first) / bucket_ms).floor() as usize + 1).min(TIME_BUCKETS_MAX);
     let bucket_of =
@@ -84,8 +84,7 @@ pub fn attempts_over_time(analysis: &Analysis, hops: &HopOrder) -> Option<Attemp
         ];
         hops.len()
     ];
-    let a = &analysis.attempts;
-    for ((&hop, &start), role) in a.hop.iter().zip(starts).zip(&a.role) {
+    for (hop, start, role) in rows() {
         let series = match role {
             Role::Original => 0,
             Role::Retry => 1,
