@@ -144,7 +144,7 @@ impl AttemptTable {
             }
         }
         Ok(AttemptTable {
-            frame: frame.unwrap_or_else(|| AttemptTable::empty_frame()),
+            frame: frame.unwrap_or_else(AttemptTable::empty_frame),
         })
     }
 
