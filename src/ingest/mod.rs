@@ -205,25 +205,12 @@ fn read_one(
         };
         if end > 0 {
             let format = *format.get_or_insert_with(|| detect_format(&buf[..end]));
-            if matches!(format, InputFormat::Otlp | InputFormat::Zipkin) {
-                next_line = parse_span_chunk(
-                    &buf[..end],
-                    eof,
-                    next_line,
-                    file,
-                    name,
-                    format,
-                    config,
-                    hops,
-                    out,
-                )?;
-                buf.drain(..end);
-                if eof {
-                    return Ok(());
-                }
-                continue;
-            }
-            next_line = parse_chunk(
+            // Span formats map whole lines to several attempts; the rest to one event each.
+            let parse = match format {
+                InputFormat::Otlp | InputFormat::Zipkin => parse_span_chunk,
+                _ => parse_chunk,
+            };
+            next_line = parse(
                 &buf[..end],
                 eof,
                 next_line,
@@ -284,6 +271,20 @@ fn spans_format(line: &[u8]) -> Option<InputFormat> {
     }
 }
 
+/// The lines of a chunk, without their newlines; a final line without one is kept.
+fn split_lines(chunk: &[u8]) -> Vec<&[u8]> {
+    let mut lines: Vec<&[u8]> = Vec::with_capacity(chunk.len() / 64);
+    let mut line_start = 0;
+    for newline in memchr::memchr_iter(b'\n', chunk) {
+        lines.push(&chunk[line_start..newline]);
+        line_start = newline + 1;
+    }
+    if line_start < chunk.len() {
+        lines.push(&chunk[line_start..]);
+    }
+    lines
+}
+
 /// Parses OTLP or Zipkin lines in parallel and keeps their spans for [`push_spans`]: the
 /// operation and parent of a span may depend on spans later in the input.
 #[allow(clippy::too_many_arguments)]
@@ -298,10 +299,7 @@ fn parse_span_chunk(
     hops: &HopOrder,
     out: &mut Ingested,
 ) -> Result<u64> {
-    let mut lines: Vec<&[u8]> = chunk.split(|&b| b == b'\n').collect();
-    if chunk.last() == Some(&b'\n') {
-        lines.pop();
-    }
+    let lines = split_lines(chunk);
     let last = lines.len().saturating_sub(1);
     let truncated_tail = at_eof && chunk.last() != Some(&b'\n');
     type Mapped = Vec<Result<(spans::MappedSpan, Option<String>), String>>;
@@ -418,15 +416,7 @@ fn parse_chunk(
     hops: &HopOrder,
     out: &mut Ingested,
 ) -> Result<u64> {
-    let mut lines: Vec<&[u8]> = Vec::with_capacity(chunk.len() / 64);
-    let mut line_start = 0;
-    for newline in memchr::memchr_iter(b'\n', chunk) {
-        lines.push(&chunk[line_start..newline]);
-        line_start = newline + 1;
-    }
-    if line_start < chunk.len() {
-        lines.push(&chunk[line_start..]);
-    }
+    let lines = split_lines(chunk);
     let last = lines.len().saturating_sub(1);
     let truncated_tail = at_eof && chunk.last() != Some(&b'\n');
     let parsed: Vec<Option<Result<CheckedLine, String>>> = lines
