@@ -105,18 +105,35 @@ impl Outcome {
         "ok, error, timeout, cancelled, rejected, or an HTTP status such as 503";
 
     pub fn parse(text: &str) -> Option<Outcome> {
+        /// Accepted spellings, compared ignoring ASCII case (no lowercase copy per line).
+        const NAMES: [(&str, Outcome); 18] = [
+            ("ok", Outcome::Ok),
+            ("success", Outcome::Ok),
+            ("succeeded", Outcome::Ok),
+            ("ack", Outcome::Ok),
+            ("error", Outcome::Error),
+            ("err", Outcome::Error),
+            ("failed", Outcome::Error),
+            ("failure", Outcome::Error),
+            ("nack", Outcome::Error),
+            ("timeout", Outcome::Timeout),
+            ("timed_out", Outcome::Timeout),
+            ("timed-out", Outcome::Timeout),
+            ("deadline_exceeded", Outcome::Timeout),
+            ("cancelled", Outcome::Cancelled),
+            ("canceled", Outcome::Cancelled),
+            ("cancel", Outcome::Cancelled),
+            ("rejected", Outcome::Rejected),
+            ("throttled", Outcome::Rejected),
+        ];
         let t = text.trim();
         if let Ok(code) = t.parse::<u16>() {
-            return Outcome::from_status(code as i64);
+            return Outcome::from_status(i64::from(code));
         }
-        match t.to_ascii_lowercase().as_str() {
-            "ok" | "success" | "succeeded" | "ack" => Some(Outcome::Ok),
-            "error" | "err" | "failed" | "failure" | "nack" => Some(Outcome::Error),
-            "timeout" | "timed_out" | "timed-out" | "deadline_exceeded" => Some(Outcome::Timeout),
-            "cancelled" | "canceled" | "cancel" => Some(Outcome::Cancelled),
-            "rejected" | "throttled" => Some(Outcome::Rejected),
-            _ => None,
-        }
+        NAMES
+            .iter()
+            .find(|(name, _)| t.eq_ignore_ascii_case(name))
+            .map(|&(_, outcome)| outcome)
     }
 
     pub fn from_status(code: i64) -> Option<Outcome> {

@@ -168,28 +168,41 @@ mod flat {
         f: &'r mut RawFields<'a>,
         key: &str,
     ) -> Option<(u32, &'r mut Option<Scalar<'a>>)> {
-        Some(match key {
-            "operation_id" | "operationId" | "operation" => (0, &mut f.operation_id),
-            "test_run_id" | "testRunId" | "run" => (1, &mut f.test_run_id),
-            "hop" => (2, &mut f.hop),
-            "attempt" => (3, &mut f.attempt),
-            "start_ms" | "startMs" => (4, &mut f.start_ms),
-            "finish_ms" | "finishMs" => (5, &mut f.finish_ms),
-            "start" => (6, &mut f.start),
-            "finish" => (7, &mut f.finish),
-            "outcome" => (8, &mut f.outcome),
-            "target" => (9, &mut f.target),
-            "message_id" | "messageId" => (10, &mut f.message_id),
-            "delivery" => (11, &mut f.delivery),
-            "span_id" | "spanId" => (12, &mut f.span_id),
-            "parent_id" | "parentId" => (13, &mut f.parent_id),
-            "delay_ms" | "delayMs" => (14, &mut f.delay_ms),
-            "retry_after_ms" | "retryAfterMs" => (15, &mut f.retry_after_ms),
-            "effect" => (16, &mut f.effect),
-            "event" => (17, &mut f.event),
-            "ts" => (18, &mut f.ts),
-            "t_ms" | "tMs" => (19, &mut f.t_ms),
-            "time" => (20, &mut f.time),
+        // By length first: one jump instead of up to thirty string comparisons per key.
+        Some(match (key.len(), key) {
+            (2, "ts") => (18, &mut f.ts),
+            (3, "hop") => (2, &mut f.hop),
+            (3, "run") => (1, &mut f.test_run_id),
+            (3, "tMs") => (19, &mut f.t_ms),
+            (4, "time") => (20, &mut f.time),
+            (4, "t_ms") => (19, &mut f.t_ms),
+            (5, "start") => (6, &mut f.start),
+            (5, "event") => (17, &mut f.event),
+            (6, "finish") => (7, &mut f.finish),
+            (6, "target") => (9, &mut f.target),
+            (6, "effect") => (16, &mut f.effect),
+            (6, "spanId") => (12, &mut f.span_id),
+            (7, "attempt") => (3, &mut f.attempt),
+            (7, "startMs") => (4, &mut f.start_ms),
+            (7, "outcome") => (8, &mut f.outcome),
+            (7, "span_id") => (12, &mut f.span_id),
+            (7, "delayMs") => (14, &mut f.delay_ms),
+            (8, "start_ms") => (4, &mut f.start_ms),
+            (8, "finishMs") => (5, &mut f.finish_ms),
+            (8, "delivery") => (11, &mut f.delivery),
+            (8, "parentId") => (13, &mut f.parent_id),
+            (8, "delay_ms") => (14, &mut f.delay_ms),
+            (9, "finish_ms") => (5, &mut f.finish_ms),
+            (9, "messageId") => (10, &mut f.message_id),
+            (9, "testRunId") => (1, &mut f.test_run_id),
+            (9, "operation") => (0, &mut f.operation_id),
+            (9, "parent_id") => (13, &mut f.parent_id),
+            (10, "message_id") => (10, &mut f.message_id),
+            (11, "test_run_id") => (1, &mut f.test_run_id),
+            (11, "operationId") => (0, &mut f.operation_id),
+            (12, "operation_id") => (0, &mut f.operation_id),
+            (12, "retryAfterMs") => (15, &mut f.retry_after_ms),
+            (14, "retry_after_ms") => (15, &mut f.retry_after_ms),
             _ => return None,
         })
     }
@@ -234,6 +247,12 @@ mod flat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fast_path_takes_a_typical_generated_line() {
+        let line = r#"{"operation_id":"op-000004","test_run_id":"run-1","hop":"caller","attempt":1,"start_ms":1700000000006,"finish_ms":1700000000099,"outcome":"ok","target":"sku-13","message_id":"msg-000004"}"#;
+        assert!(flat::parse(line).is_some());
+    }
 
     /// The fast path must give exactly serde_json's result, or step aside.
     #[test]
