@@ -59,22 +59,14 @@ mod flat {
             (self.peek()? == byte).then(|| self.at += 1)
         }
 
-        /// A string without escapes or control characters. Strings here are short (IDs,
-        /// hop names), so one plain loop beats a vectorised search plus a second pass.
+        /// A string: [`parse`] has checked that the line has no escapes and no control
+        /// characters, so the string ends at the next quote.
         fn string(&mut self) -> Option<&'a str> {
             self.eat(b'"')?;
-            let bytes = self.text.as_bytes();
             let start = self.at;
-            let mut i = start;
-            loop {
-                match *bytes.get(i)? {
-                    b'"' => break,
-                    b'\\' | 0..=0x1f => return None,
-                    _ => i += 1,
-                }
-            }
-            self.at = i + 1;
-            Some(&self.text[start..i])
+            let len = memchr::memchr(b'"', &self.text.as_bytes()[start..])?;
+            self.at = start + len + 1;
+            Some(&self.text[start..start + len])
         }
 
         fn literal(&mut self, word: &str) -> Option<()> {
@@ -208,6 +200,15 @@ mod flat {
     }
 
     pub fn parse(text: &str) -> Option<RawFields<'_>> {
+        // One vectorisable pass over the line instead of a test per string byte: no
+        // backslash (escapes) and no control character (invalid in strings; tabs between
+        // tokens are legal but rare, and serde_json takes those lines).
+        let odd = text.as_bytes().iter().fold(0u8, |odd, &b| {
+            odd | u8::from(b == b'\\') | u8::from(b < 0x20)
+        });
+        if odd != 0 {
+            return None;
+        }
         let mut c = Cursor { text, at: 0 };
         let mut fields = RawFields::default();
         // serde rejects a key given twice (e.g. operation_id and operationId); let it.
