@@ -247,17 +247,9 @@ impl Pass {
     }
 
     /// Runs normalize → group → classify on one operation and keeps what is needed.
-    fn add_operation(
-        &mut self,
-        op: u32,
-        events: impl Iterator<Item = Event>,
-        rules: &Rules,
-        trace_end_ms: Millis,
-    ) {
-        self.scratch.clear();
-        self.scratch.extend(events);
-        self.scratch.sort_unstable_by(canonical_order);
-        let mut normalized = normalize_operation(&self.scratch);
+    /// `events`: the operation's events in canonical order.
+    fn add_operation(&mut self, op: u32, events: &[Event], rules: &Rules, trace_end_ms: Millis) {
+        let mut normalized = normalize_operation(events);
         self.duplicates.append(&mut normalized.duplicates);
         self.problems.append(&mut normalized.problems);
         if normalized.attempts.is_empty() {
@@ -321,18 +313,17 @@ pub fn analyze(
         .par_iter()
         .map(Event::latest_ms)
         .reduce(|| 0.0, Millis::max);
-    let by_operation = group_by_operation(&events, ingested.operations.len());
+    let by_operation = ByOperation::new(&events, ingested.operations.len());
     // A few dozen workers' results: each becomes one chunk of the attempt table.
     let min_ops_per_worker = (ingested.operations.len() / 64).max(1024);
     let pass = (0..ingested.operations.len())
         .into_par_iter()
         .with_min_len(min_ops_per_worker)
         .fold(Pass::default, |mut pass, op| {
-            let range = by_operation.offsets[op] as usize..by_operation.offsets[op + 1] as usize;
-            let events = by_operation.order[range]
-                .iter()
-                .map(|&i| events[i as usize]);
-            pass.add_operation(op as u32, events, rules, trace_end_ms);
+            let mut scratch = std::mem::take(&mut pass.scratch);
+            by_operation.sorted_events(&events, op, &mut scratch);
+            pass.add_operation(op as u32, &scratch, rules, trace_end_ms);
+            pass.scratch = scratch;
             pass
         })
         .collect::<Vec<Pass>>();
@@ -345,13 +336,8 @@ pub fn analyze(
     let mut kept_work: Vec<(u32, Vec<Attempt>, Tree, Vec<Role>)> = chosen
         .iter()
         .map(|&op| {
-            let range = by_operation.offsets[op as usize] as usize
-                ..by_operation.offsets[op as usize + 1] as usize;
-            let mut own: Vec<Event> = by_operation.order[range]
-                .iter()
-                .map(|&i| events[i as usize])
-                .collect();
-            own.sort_unstable_by(canonical_order);
+            let mut own = Vec::new();
+            by_operation.sorted_events(&events, op as usize, &mut own);
             let attempts = normalize_operation(&own).attempts;
             let tree = build_tree(&attempts, rules, trace_end_ms);
             let roles = operation_facts(&attempts, &tree, rules, trace_end_ms).roles;
@@ -508,27 +494,38 @@ fn choose_kept(pending: &[Pending], keep: &Keep, ingested: &Ingested) -> Vec<u32
 
 /// Event indexes grouped by operation (a counting sort): operation `op` owns
 /// `order[offsets[op]..offsets[op + 1]]`. Cheaper than sorting 72-byte events globally.
-struct ByOperation {
+pub struct ByOperation {
     offsets: Vec<u32>,
     order: Vec<u32>,
 }
 
-fn group_by_operation(events: &[Event], operations: usize) -> ByOperation {
-    let mut offsets = vec![0u32; operations + 1];
-    for e in events {
-        offsets[e.op as usize + 1] += 1;
+impl ByOperation {
+    pub fn new(events: &[Event], operations: usize) -> ByOperation {
+        let mut offsets = vec![0u32; operations + 1];
+        for e in events {
+            offsets[e.op as usize + 1] += 1;
+        }
+        for i in 1..offsets.len() {
+            offsets[i] += offsets[i - 1];
+        }
+        let mut next = offsets.clone();
+        let mut order = vec![0u32; events.len()];
+        for (i, e) in events.iter().enumerate() {
+            let slot = &mut next[e.op as usize];
+            order[*slot as usize] = i as u32;
+            *slot += 1;
+        }
+        ByOperation { offsets, order }
     }
-    for i in 1..offsets.len() {
-        offsets[i] += offsets[i - 1];
+
+    /// Fills `into` with the events of operation `op` in canonical order: what normalize
+    /// takes.
+    pub fn sorted_events(&self, events: &[Event], op: usize, into: &mut Vec<Event>) {
+        let range = self.offsets[op] as usize..self.offsets[op + 1] as usize;
+        into.clear();
+        into.extend(self.order[range].iter().map(|&i| events[i as usize]));
+        into.sort_unstable_by(canonical_order);
     }
-    let mut next = offsets.clone();
-    let mut order = vec![0u32; events.len()];
-    for (i, e) in events.iter().enumerate() {
-        let slot = &mut next[e.op as usize];
-        order[*slot as usize] = i as u32;
-        *slot += 1;
-    }
-    ByOperation { offsets, order }
 }
 
 fn detect_bursts(retries: Vec<(u16, RetryPoint)>, rules: &Rules) -> Vec<Burst> {

@@ -12,11 +12,12 @@ use anyhow::Result;
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::analysis::ByOperation;
 use crate::config::{BadInputPolicy, HopOrder};
 use crate::ingest::spans::{Skip, SpanStats};
 use crate::ingest::{Ingested, InputIssue};
-use crate::model::{Attempt, Event, Millis, OperationKey, Outcome};
-use crate::normalize::{canonical_order, normalize_operation, problem_issues};
+use crate::model::{Attempt, Millis, OperationKey, Outcome};
+use crate::normalize::{normalize_operation, problem_issues};
 
 /// The converted records and what was wrong with the input.
 pub struct Converted {
@@ -87,18 +88,19 @@ pub fn convert(
     hops: &HopOrder,
     bad_input: BadInputPolicy,
 ) -> Result<Converted> {
-    let mut events = std::mem::take(&mut ingested.events);
-    events.par_sort_unstable_by(|a, b| a.op.cmp(&b.op).then_with(|| canonical_order(a, b)));
-    let slices: Vec<&[Event]> = events.chunk_by(|a, b| a.op == b.op).collect();
-    let mut operations: Vec<(OperationKey, crate::normalize::Normalized)> = slices
-        .into_par_iter()
-        .map(|slice| {
-            (
-                ingested.operation_key(slice[0].op),
-                normalize_operation(slice),
-            )
-        })
-        .collect();
+    let events = std::mem::take(&mut ingested.events);
+    let by_operation = ByOperation::new(&events, ingested.operations.len());
+    let mut operations: Vec<(OperationKey, crate::normalize::Normalized)> =
+        (0..ingested.operations.len())
+            .into_par_iter()
+            .map_init(Vec::new, |scratch, op| {
+                by_operation.sorted_events(&events, op, scratch);
+                (
+                    ingested.operation_key(op as u32),
+                    normalize_operation(scratch),
+                )
+            })
+            .collect();
 
     let problems = problem_issues(
         &ingested.files,

@@ -41,32 +41,26 @@ impl Interner {
             hasher,
         } = self;
         let hash = hasher.hash_one(s);
-        let text = |id: Sym| {
-            let start = if id == 0 { 0 } else { ends[id as usize - 1] };
-            &bytes[start..ends[id as usize]]
-        };
-        if let Some(&id) = table.find(hash, |&id| text(id) == s) {
+        if let Some(&id) = table.find(hash, |&id| stored(bytes, ends, id) == s) {
             return id;
         }
         let id = ends.len() as Sym;
         bytes.push_str(s);
         ends.push(bytes.len());
         let (bytes, ends) = (&*bytes, &*ends);
-        table.insert_unique(hash, id, |&id| {
-            let start = if id == 0 { 0 } else { ends[id as usize - 1] };
-            hasher.hash_one(&bytes[start..ends[id as usize]])
-        });
+        table.insert_unique(hash, id, |&id| hasher.hash_one(stored(bytes, ends, id)));
         id
     }
 
     pub fn resolve(&self, sym: Sym) -> &str {
-        let start = if sym == 0 {
-            0
-        } else {
-            self.ends[sym as usize - 1]
-        };
-        &self.bytes[start..self.ends[sym as usize]]
+        stored(&self.bytes, &self.ends, sym)
     }
+}
+
+/// String `id` of an interner's buffer: it starts where the previous one ends.
+fn stored<'a>(bytes: &'a str, ends: &[usize], id: Sym) -> &'a str {
+    let start = if id == 0 { 0 } else { ends[id as usize - 1] };
+    &bytes[start..ends[id as usize]]
 }
 
 #[cfg(test)]
