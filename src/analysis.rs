@@ -9,7 +9,7 @@ use crate::burst::{find_bursts, Burst, RetryPoint};
 use crate::classify::{classify, findings, operation_facts, Class, Finding, FindingKind, Role};
 use crate::config::{BadInputPolicy, Rules};
 use crate::group::{build_tree, Tree};
-use crate::ingest::{Ingested, InputIssue};
+use crate::ingest::{Ingested, Issues};
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
 use crate::normalize::{canonical_order, normalize_operation, problem_issues};
 
@@ -174,7 +174,7 @@ pub struct Analysis {
     pub bursts: Vec<Burst>,
     /// The operations of each burst, sorted, parallel to `bursts`.
     pub burst_operations: Vec<Vec<OperationKey>>,
-    pub issues: Vec<InputIssue>,
+    pub issues: Issues,
     pub duplicate_events: u64,
     /// `path:line` of the first duplicates, for the message that reports them.
     pub duplicate_examples: Vec<String>,

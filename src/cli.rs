@@ -72,6 +72,13 @@ pub struct InputArgs {
     #[arg(long)]
     pub skip_invalid: bool,
 
+    /// Longest input line read, in bytes (suffixes K, M, G or KiB, MiB, GiB, all
+    /// powers of 1024); a longer line is a bad line, skipped without being held in memory.
+    /// Default: 1MiB for attempt events (JSON Lines, logfmt), 64MiB for span lines (OTLP,
+    /// Zipkin), which hold a whole export batch each.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_line_bytes: Option<u64>,
+
     /// Hop order, upstream first, comma-separated. Events at a hop not listed are input
     /// errors. Default: the policy's `hops`, else caller,gateway,consumer,dependency.
     #[arg(long, value_delimiter = ',', value_name = "HOP,HOP,...")]
@@ -134,6 +141,12 @@ pub struct AnalyzeArgs {
     /// Report breached thresholds but exit 0, to roll a gate out before enforcing it.
     #[arg(long)]
     pub report_only: bool,
+
+    /// Let the gate pass over an input without a single valid attempt. Without it, failure
+    /// conditions over zero operations exit 2 ("no attempts read"): a pipeline that lost
+    /// its logs must not look green.
+    #[arg(long)]
+    pub allow_empty: bool,
 
     /// Write the gate's thresholds as JUnit XML to FILE (one test case per threshold).
     #[arg(long, value_name = "FILE")]
@@ -242,5 +255,48 @@ mod tests {
     #[test]
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
+    }
+}
+
+/// A size in bytes: `1048576`, `512K`, `1MiB`, `64M`, `2GiB` (every suffix a power of 1024).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => {
+            return Err(format!(
+                "'{text}' is not a size: write bytes, or a number with K, M or G, e.g. 8MiB"
+            ))
+        }
+    };
+    let n: u64 = digits.parse().map_err(|_| {
+        format!("'{text}' is not a size: write bytes, or a number with K, M or G, e.g. 8MiB")
+    })?;
+    match n.checked_mul(1 << shift) {
+        Some(0) => Err("the size must be at least 1 byte, e.g. 8MiB".to_string()),
+        Some(bytes) => Ok(bytes),
+        None => Err(format!("'{text}' is too large")),
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_read_with_binary_suffixes() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("512K"), Ok(512 << 10));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("64 mb"), Ok(64 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        for bad in ["", "MiB", "1.5M", "-1", "0", "1T", "99999999999999999999G"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
     }
 }

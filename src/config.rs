@@ -331,6 +331,10 @@ pub struct InputConfig {
     pub bad_input: BadInputPolicy,
     /// Show a progress line on stderr while reading (stderr is a terminal, not under CI).
     pub progress: bool,
+    /// `--max-line-bytes`: the longest line read; longer ones are bad lines, skipped
+    /// without being held. `None`: the default for the line format (see
+    /// `ingest::max_line_bytes`).
+    pub max_line_bytes: Option<u64>,
     /// How OTLP and Zipkin spans become attempts.
     pub spans: SpanMapping,
 }
@@ -361,5 +365,7 @@ pub struct ShowConfig {
 pub struct GateConfig {
     pub conditions: Vec<crate::gate::Condition>,
     pub report_only: bool,
+    /// `--allow-empty`: conditions over zero operations pass instead of exiting 2.
+    pub allow_empty: bool,
     pub junit: Option<PathBuf>,
 }

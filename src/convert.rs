@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::analysis::ByOperation;
 use crate::config::{BadInputPolicy, HopOrder};
 use crate::ingest::spans::{Skip, SpanStats};
-use crate::ingest::{Ingested, InputIssue};
+use crate::ingest::{Ingested, Issues};
 use crate::model::{Attempt, Millis, OperationKey, Outcome};
 use crate::normalize::{normalize_operation, problem_issues};
 
@@ -23,7 +23,7 @@ use crate::normalize::{normalize_operation, problem_issues};
 pub struct Converted {
     pub bytes: Vec<u8>,
     pub records: u64,
-    pub issues: Vec<InputIssue>,
+    pub issues: Issues,
     pub duplicate_events: u64,
     pub span_stats: Option<SpanStats>,
 }
@@ -177,10 +177,11 @@ pub fn span_note(stats: &SpanStats, records: u64) -> String {
             .iter()
             .take(GROUPS_SHOWN)
             .map(|((service, kind, why), n)| {
+                // A service name comes from the input: escaped for the terminal.
                 let service = if service.is_empty() {
-                    "(no service)"
+                    "(no service)".into()
                 } else {
-                    service
+                    crate::escape::terminal(service)
                 };
                 match why {
                     Skip::Internal => format!("{service} {kind} ×{n}"),

@@ -499,11 +499,7 @@ pub fn junit_xml(report: &GateReport) -> String {
 }
 
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
+    crate::escape::xml(s)
 }
 
 /// The lines printed to stderr: the verdict, then one line per threshold.
@@ -531,7 +527,12 @@ pub fn log_lines(report: &GateReport) -> Vec<String> {
             lines.push(format!("  ok       {}: {}", t.condition, t.describe()));
         }
     }
+    // Operation IDs come from the input: escaped, they cannot act on the terminal or
+    // start a line of their own.
     lines
+        .into_iter()
+        .map(|l| crate::escape::terminal(&l).into_owned())
+        .collect()
 }
 
 #[cfg(test)]
@@ -668,5 +669,17 @@ mod tests {
         );
         let texts: Vec<_> = merged.iter().map(|c| c.text.as_str()).collect();
         assert_eq!(texts, vec!["bursts > 0", "overlap > 5%"]);
+    }
+
+    /// Fuzz target (see `crate::fuzz`): no condition text makes the gate grammar panic.
+    #[test]
+    fn fuzz_gate() {
+        let hops = HopOrder::default();
+        crate::fuzz::run("gate", |bytes| {
+            for line in String::from_utf8_lossy(bytes).lines() {
+                let _ = parse_condition(line, &hops, Origin::Flag);
+                let _ = parse_condition(line, &hops, Origin::Policy);
+            }
+        });
     }
 }

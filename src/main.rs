@@ -9,13 +9,17 @@ mod classify;
 mod cli;
 mod config;
 mod convert;
+mod escape;
 mod exit_codes;
+#[cfg(test)]
+mod fuzz;
 mod gate;
 mod generate;
 mod group;
 mod ingest;
 mod model;
 mod normalize;
+mod panics;
 mod policy;
 mod profile;
 mod report;
@@ -37,7 +41,7 @@ use crate::config::{
     OutputFormat, Rules, ShowConfig, SpanMapping,
 };
 use crate::gate::Origin;
-use crate::ingest::InputIssue;
+use crate::ingest::Issues;
 
 /// mimalloc: millions of small per-operation allocations from several threads are its
 /// home ground.
@@ -49,18 +53,18 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// input that zeroing was 40% of all CPU time. A run is short; keep the memory.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Bad lines printed one by one before the rest are only counted.
-const ISSUES_SHOWN: usize = 10;
-
 fn main() {
     // SAFETY: sets a process-wide allocator option; no allocation is in flight in this call.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    panics::install_hook();
     let cli = Cli::parse();
     let code = match run(cli) {
         Ok(code) => code,
         Err(err) if is_broken_pipe(&err) => exit_codes::SUCCESS,
         Err(err) => {
-            eprintln!("attempt-funnel: {err:#}");
+            // An error may quote a file name or a value from the input.
+            let text = format!("{err:#}");
+            eprintln!("attempt-funnel: {}", escape::terminal_lines(&text));
             exit_codes::ERROR
         }
     };
@@ -189,7 +193,16 @@ fn analyze(config: AnalyzeConfig) -> Result<i32> {
             }
         );
     }
-    let input_code = report_issues(&analysis.issues, config.input.bad_input);
+    let mut input_code = report_issues(&analysis.issues, config.input.bad_input);
+    if !config.gate.conditions.is_empty()
+        && analysis.operations.is_empty()
+        && !config.gate.allow_empty
+    {
+        // Every condition holds vacuously over nothing: a pipeline that lost its logs, or
+        // read only garbage under --skip-invalid, must not look green.
+        eprintln!("attempt-funnel: gate: no attempts read, so no condition could be checked: the input holds no valid attempt event (pass --allow-empty if an empty input is fine)");
+        input_code = exit_codes::ERROR;
+    }
     // An input error outranks a breach: the verdict was reached on incomplete input.
     Ok(code.max(input_code))
 }
@@ -216,27 +229,31 @@ fn show(config: ShowConfig) -> Result<i32> {
     Ok(input_code)
 }
 
-/// Prints bad input lines to stderr and returns the exit code they call for.
-fn report_issues(issues: &[InputIssue], policy: BadInputPolicy) -> i32 {
+/// Prints bad input lines to stderr (the first [`Issues::KEPT`], then a count) and returns
+/// the exit code they call for.
+fn report_issues(issues: &Issues, policy: BadInputPolicy) -> i32 {
     if issues.is_empty() {
         return exit_codes::SUCCESS;
     }
     if policy == BadInputPolicy::Skip {
         eprintln!(
             "attempt-funnel: skipped {} bad input lines (--skip-invalid)",
-            issues.len()
+            issues.total()
         );
         return exit_codes::SUCCESS;
     }
-    for issue in issues.iter().take(ISSUES_SHOWN) {
+    for issue in issues.iter() {
         eprintln!("{issue}");
     }
-    if issues.len() > ISSUES_SHOWN {
-        eprintln!("… and {} more bad lines", issues.len() - ISSUES_SHOWN);
+    if issues.total() > issues.len() as u64 {
+        eprintln!(
+            "… and {} more bad lines",
+            issues.total() - issues.len() as u64
+        );
     }
     eprintln!(
         "attempt-funnel: {} bad input lines; the report covers the good lines only (fix them, or pass --skip-invalid to accept this)",
-        issues.len()
+        issues.total()
     );
     exit_codes::ERROR
 }
@@ -309,6 +326,7 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
             BadInputPolicy::Report
         },
         progress: ingest::progress::wanted(),
+        max_line_bytes: args.max_line_bytes,
         spans,
     })
 }
@@ -430,6 +448,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         gate: GateConfig {
             conditions: gate::merge(from_policy, from_flags),
             report_only: args.report_only,
+            allow_empty: args.allow_empty,
             junit: args.junit,
         },
         rules,
@@ -445,6 +464,7 @@ fn show_config(args: ShowArgs) -> Result<ShowConfig> {
         rules: args.rules,
         fail_on: Vec::new(),
         report_only: false,
+        allow_empty: false,
         junit: None,
         top: 0,
     })?;

@@ -85,8 +85,13 @@ pub fn normalize_operation(events: &[Event]) -> Normalized {
         }
     }
 
+    let starts = UpstreamStarts::new(if pending_start.is_empty() {
+        &[]
+    } else {
+        &out.attempts
+    });
     for mut a in pending_start {
-        match upstream_start(&out.attempts, &a) {
+        match starts.of(&a) {
             Some(start) if a.finish_ms.is_none_or(|f| f >= start) => {
                 a.start_ms = start;
                 out.attempts.push(a);
@@ -198,14 +203,31 @@ fn merge_fields(a: &mut Attempt, e: &Event) {
 }
 
 /// The start of the same attempt (same attempt number, 1 when none is given) at the
-/// nearest upstream hop that has it.
-fn upstream_start(known: &[Attempt], a: &Attempt) -> Option<Millis> {
-    let number = a.attempt.unwrap_or(1);
-    known
-        .iter()
-        .filter(|u| u.hop < a.hop && u.attempt.unwrap_or(1) == number)
-        .max_by(|x, y| x.hop.cmp(&y.hop).then(y.start_ms.total_cmp(&x.start_ms)))
-        .map(|u| u.start_ms)
+/// nearest upstream hop that has it: the earliest such start at that hop. Indexed once,
+/// so that many attempts without a start cost a lookup each, not a scan each.
+struct UpstreamStarts(std::collections::HashMap<u32, std::collections::BTreeMap<u16, Millis>>);
+
+impl UpstreamStarts {
+    fn new(known: &[Attempt]) -> UpstreamStarts {
+        let mut map: std::collections::HashMap<u32, std::collections::BTreeMap<u16, Millis>> =
+            Default::default();
+        for u in known {
+            let start = map
+                .entry(u.attempt.unwrap_or(1))
+                .or_default()
+                .entry(u.hop)
+                .or_insert(u.start_ms);
+            if u.start_ms.total_cmp(start).is_lt() {
+                *start = u.start_ms;
+            }
+        }
+        UpstreamStarts(map)
+    }
+
+    fn of(&self, a: &Attempt) -> Option<Millis> {
+        let by_hop = self.0.get(&a.attempt.unwrap_or(1))?;
+        by_hop.range(..a.hop).next_back().map(|(_, &start)| start)
+    }
 }
 
 /// Turns normalization problems into input issues in file and line order; under

@@ -131,10 +131,32 @@ impl Policy {
     }
 }
 
+/// The largest policy file read. A real policy is a few hundred bytes; the limit keeps a
+/// wrong path (`--policy /dev/zero`, a log file) from being read without end.
+pub const MAX_POLICY_BYTES: u64 = 1 << 20;
+
 pub fn load(path: &Path) -> Result<Policy> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("could not read policy '{}'", path.display()))?;
-    parse(&text).with_context(|| format!("invalid policy '{}'", path.display()))
+    use std::io::Read;
+    let name = crate::escape::terminal(&path.display().to_string()).into_owned();
+    let context = || format!("could not read policy '{name}'");
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .with_context(context)?
+        .take(MAX_POLICY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(context)?;
+    if bytes.len() as u64 > MAX_POLICY_BYTES {
+        anyhow::bail!(
+            "policy '{name}' is larger than {} KiB: a policy is a short TOML file (see docs/ci.md); check the path",
+            MAX_POLICY_BYTES >> 10
+        );
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        anyhow::anyhow!(
+            "policy '{name}' is not UTF-8 text: a policy is a TOML file (see docs/ci.md)"
+        )
+    })?;
+    parse(&text).with_context(|| format!("invalid policy '{name}'"))
 }
 
 pub fn parse(text: &str) -> Result<Policy> {
@@ -212,5 +234,16 @@ mod tests {
     fn a_wrong_type_is_named() {
         let err = format!("{:#}", parse("[budgets]\ngateway = \"two\"").unwrap_err());
         assert!(err.contains("gateway") || err.contains("budgets"), "{err}");
+    }
+
+    /// Fuzz target (see `crate::fuzz`): no policy text makes the policy reader panic.
+    #[test]
+    fn fuzz_policy() {
+        let hops = crate::config::HopOrder::default();
+        crate::fuzz::run("policy", |bytes| {
+            if let Ok(policy) = parse(&String::from_utf8_lossy(bytes)) {
+                let _ = policy.check_hops(&hops);
+            }
+        });
     }
 }

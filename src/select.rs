@@ -4,6 +4,7 @@
 
 use anyhow::{bail, Result};
 
+use crate::escape::terminal;
 use crate::ingest::Ingested;
 
 /// Similar operation IDs suggested when the one asked for is not in the input.
@@ -19,7 +20,8 @@ pub fn find_operation(ingested: &Ingested, id: &str, run: Option<&str>) -> Resul
             .filter(|&op| name(ingested.operations[op as usize].1) == want)
             .collect()
     };
-    let run_label = |op: u32| run_of(op).map_or("(none)".to_string(), str::to_string);
+    // Run IDs come from the input: escaped, they cannot forge a line of the message.
+    let run_label = |op: u32| run_of(op).map_or("(none)".to_string(), |r| terminal(r).into_owned());
 
     let mut candidates = with_id(id);
     if candidates.is_empty() && run.is_none() {
@@ -93,6 +95,7 @@ fn not_found(ingested: &Ingested, id: &str) -> String {
         .collect();
     similar.sort();
     similar.dedup();
+    let similar: Vec<String> = similar.iter().map(|s| terminal(s).into_owned()).collect();
     let n = ingested.operations.len();
     let mut message = format!(
         "operation \"{id}\" is not in the input ({n} operation{} read from {})",

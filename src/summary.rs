@@ -352,7 +352,7 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
             lines: analysis.lines_read,
             events: analysis.events,
             duplicate_events: analysis.duplicate_events,
-            bad_lines: analysis.issues.len() as u64,
+            bad_lines: analysis.issues.total(),
         },
         operations,
         attempts: analysis.attempts.len() as u64,

@@ -7,6 +7,9 @@
 //! - [`OperationTimeline`]: one operation's attempts on its own clock (ms since its first
 //!   start) with their roles, outcomes, gaps, lanes, tree order, overlaps and bursts.
 
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+
 use serde::Serialize;
 
 use crate::analysis::{Analysis, KeptOperation};
@@ -339,16 +342,19 @@ pub fn operation_timeline(
         new_index[i] = Some(n as u32);
     }
 
+    // Each attempt's position in its line, found once for all (not by a scan per attempt).
+    let mut position_in_line = vec![0usize; attempts.len()];
+    for line in &tree.lines {
+        for (p, &x) in line.attempts.iter().enumerate() {
+            position_in_line[x as usize] = p;
+        }
+    }
     let mut out: Vec<TimelineAttempt> = drawn
         .iter()
         .map(|&i| {
             let a = &attempts[i];
             let line = &tree.lines[tree.line_of[i] as usize];
-            let position = line
-                .attempts
-                .iter()
-                .position(|&x| x as usize == i)
-                .unwrap_or(0);
+            let position = position_in_line[i];
             let previous = position
                 .checked_sub(1)
                 .map(|p| &attempts[line.attempts[p] as usize]);
@@ -389,27 +395,55 @@ pub fn operation_timeline(
     let rows = assign_lanes(&mut out, kept, hops);
     let tree_order = tree_order(&mut out);
 
-    let overlaps = overlap_spans(attempts, rules, analysis.trace_end_ms)
-        .into_iter()
-        .map(|s| TimelineOverlap {
-            hop: hops.name(s.hop).to_string(),
-            start_ms: rel(s.start_ms).max(0.0),
-            end_ms: rel(s.end_ms).min(end_ms),
-            attempts: drawn
-                .iter()
-                .enumerate()
-                .filter(|&(_, &i)| {
-                    let a = &attempts[i];
-                    a.hop == s.hop
-                        && line_key(a, rules) == s.key
-                        && a.start_ms < s.end_ms
-                        && a.end_or(analysis.trace_end_ms) > s.start_ms
-                })
-                .map(|(n, _)| n as u32)
-                .collect(),
-        })
-        .filter(|s| s.end_ms > s.start_ms)
-        .collect();
+    // The drawn attempts of each (hop, line key), in start order, for the overlaps.
+    let mut by_key: HashMap<(u16, LineKey), Vec<(Millis, u32)>> = HashMap::new();
+    for (n, &i) in drawn.iter().enumerate() {
+        let a = &attempts[i];
+        by_key
+            .entry((a.hop, line_key(a, rules)))
+            .or_default()
+            .push((a.start_ms, n as u32));
+    }
+    for list in by_key.values_mut() {
+        list.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+    }
+    // Overlaps come per (hop, line key), in time order, and do not overlap each other: one
+    // sweep per line key lists the attempts running during each, each attempt entering and
+    // leaving the running set once.
+    let spans = overlap_spans(attempts, rules, analysis.trace_end_ms);
+    let mut overlaps = Vec::new();
+    for group in spans.chunk_by(|x, y| (x.hop, x.key) == (y.hop, y.key)) {
+        let list = by_key
+            .get(&(group[0].hop, group[0].key))
+            .map_or(&[][..], Vec::as_slice);
+        let mut next = 0;
+        let mut running: BTreeSet<(OrdMillis, u32)> = BTreeSet::new();
+        for s in group {
+            while next < list.len() && list[next].0 < s.end_ms {
+                let n = list[next].1;
+                let end = attempts[drawn[n as usize]].end_or(analysis.trace_end_ms);
+                running.insert((OrdMillis(end), n));
+                next += 1;
+            }
+            while running
+                .first()
+                .is_some_and(|&(OrdMillis(end), _)| end <= s.start_ms)
+            {
+                running.pop_first();
+            }
+            let mut who: Vec<u32> = running.iter().map(|&(_, n)| n).collect();
+            who.sort_unstable();
+            let overlap = TimelineOverlap {
+                hop: hops.name(s.hop).to_string(),
+                start_ms: rel(s.start_ms).max(0.0),
+                end_ms: rel(s.end_ms).min(end_ms),
+                attempts: who,
+            };
+            if overlap.end_ms > overlap.start_ms {
+                overlaps.push(overlap);
+            }
+        }
+    }
     let bursts = analysis
         .bursts
         .iter()
@@ -455,28 +489,56 @@ fn assign_lanes(
         let name = hops.name(h as u16);
         let mut at_hop: Vec<usize> = (0..out.len()).filter(|&i| out[i].hop == name).collect();
         at_hop.sort_by(|&x, &y| out[x].start_ms.total_cmp(&out[y].start_ms).then(x.cmp(&y)));
-        // The end of the last attempt in each lane.
-        let mut lane_ends: Vec<Millis> = Vec::new();
+        // Lanes in use, by the end of their last attempt (earliest first), and lanes free
+        // (lowest first): starts only grow, so a lane once free stays free until taken.
+        let mut busy: BinaryHeap<Reverse<(OrdMillis, u32)>> = BinaryHeap::new();
+        let mut free: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
+        let mut lanes = 0u32;
         for i in at_hop {
             let (start, until) = (out[i].start_ms, out[i].active_until_ms);
-            let lane = match lane_ends.iter().position(|&end| end <= start) {
-                Some(free) => free,
+            while let Some(&Reverse((OrdMillis(end), lane))) = busy.peek() {
+                if end > start {
+                    break;
+                }
+                busy.pop();
+                free.push(Reverse(lane));
+            }
+            let lane = match free.pop() {
+                Some(Reverse(lane)) => lane,
                 None => {
-                    lane_ends.push(Millis::NEG_INFINITY);
-                    lane_ends.len() - 1
+                    lanes += 1;
+                    lanes - 1
                 }
             };
-            lane_ends[lane] = until.max(start);
-            out[i].lane = lane as u32;
+            busy.push(Reverse((OrdMillis(until.max(start)), lane)));
+            out[i].lane = lane;
         }
         rows.push(TimelineRow {
             hop: name.to_string(),
             attempts: u64::from(count),
-            lanes: lane_ends.len().max(1) as u32,
+            lanes: lanes.max(1),
             first_multiplying: kept.result.first_multiplying_hop == Some(h as u16),
         });
     }
     rows
+}
+
+/// Milliseconds ordered by `total_cmp`, for a heap.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct OrdMillis(Millis);
+
+impl Eq for OrdMillis {}
+
+impl PartialOrd for OrdMillis {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for OrdMillis {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
 /// Depth-first order of the attempt tree; sets each attempt's depth.

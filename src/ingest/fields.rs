@@ -277,7 +277,9 @@ fn number(key: &str, v: &Scalar) -> Result<f64, String> {
     if !n.is_finite() {
         return Err(format!("{key} is not a finite number"));
     }
-    Ok(n)
+    // `-0` and `-0.0` mean 0: one spelling, so that `0` and `-0.0` are the same time and
+    // exact duplicates of each other.
+    Ok(n + 0.0)
 }
 
 fn positive_int(key: &str, v: Scalar) -> Result<u32, String> {
@@ -291,10 +293,19 @@ fn positive_int(key: &str, v: Scalar) -> Result<u32, String> {
     Ok(n as u32)
 }
 
+/// The longest duration kept: delays and retry hints are stored as `f32` (see
+/// `model::Event`), which turns anything above this into infinity.
+pub const MAX_DURATION_MS: Millis = f32::MAX as Millis;
+
 fn duration(key: &str, v: Scalar) -> Result<Millis, String> {
     let n = number(key, &v)?;
     if n < 0.0 {
         return Err(format!("{key} must not be negative, got {n}"));
+    }
+    if n > MAX_DURATION_MS {
+        return Err(format!(
+            "{key} is {n} ms, beyond any real duration (at most {MAX_DURATION_MS:e} ms): fix the value, or leave the key out"
+        ));
     }
     Ok(n)
 }

@@ -123,6 +123,10 @@ mod flat {
                 if int_digits > MAX_FAST_INT_DIGITS {
                     return None;
                 }
+                // serde_json reads `-0` as the float -0.0, not as the integer 0.
+                if int_start > start && bytes[int_start] == b'0' {
+                    return Some(Scalar::Float(-0.0));
+                }
                 let digits = &bytes[int_start..i];
                 let magnitude = digits
                     .iter()
@@ -133,7 +137,10 @@ mod flat {
                     magnitude
                 }))
             } else {
-                text.parse::<f64>()
+                // serde_json's own float reading, not `str::parse`: the two round a few
+                // 17-digit numbers differently, and a number must mean the same on both
+                // paths.
+                serde_json::from_str::<f64>(text)
                     .ok()
                     .filter(|f| f.is_finite())
                     .map(Scalar::Float)
@@ -293,5 +300,121 @@ mod tests {
                 ),
             }
         }
+    }
+
+    /// Numbers mean the same on both paths (#13): every edge value, as a time, a duration,
+    /// an attempt number and an ID, checked through the fast path and through serde (a line
+    /// with an escape in it takes serde's path) to the same result, accepted or not.
+    #[test]
+    fn numbers_mean_the_same_on_the_fast_path_and_through_serde() {
+        let values = [
+            "0",
+            "-0",
+            "0.0",
+            "-0.0",
+            "-0e0",
+            "1",
+            "-1",
+            "1.5",
+            "1e3",
+            "1E3",
+            "1e+3",
+            "1e-3",
+            "0.1",
+            "123456789012345678",
+            "1234567890123456789",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "18446744073709551616",
+            "12345678901234567890123",
+            "1e39",
+            "3.4028234663852886e38",
+            "3.5e38",
+            "1e308",
+            "1.7976931348623157e308",
+            "1e309",
+            "-1e309",
+            "2.2250738585072014e-308",
+            "5e-324",
+            "1e-400",
+            "9007199254740993",
+            "1.0000000000000002",
+            "4294967295",
+            "4294967296",
+            "1700000000123.456",
+            "00",
+            "01",
+            "1.",
+            ".5",
+            "+1",
+            "-",
+            "1e",
+            "0x10",
+            "Infinity",
+            "NaN",
+        ];
+        let hops = crate::config::HopOrder::default();
+        for value in values {
+            for key in [
+                "start_ms",
+                "delay_ms",
+                "retry_after_ms",
+                "attempt",
+                "operation_id",
+            ] {
+                let rest = if key == "operation_id" {
+                    String::new()
+                } else {
+                    ",\"operation_id\":\"o\"".to_string()
+                };
+                let time = if key == "start_ms" {
+                    ""
+                } else {
+                    ",\"finish_ms\":5e3"
+                };
+                let plain = format!("{{\"{key}\":{value}{rest}{time}}}");
+                let escaped = format!("{{\"{key}\":{value}{rest}{time},\"target\":\"\\u0061\"}}");
+                let check = |line: &str| {
+                    parse(line, false).and_then(|f| f.check(&hops)).map(|c| {
+                        format!(
+                            "{:?} {:?} {:?} {:?} {:?}",
+                            c.timing, c.delay_ms, c.retry_after_ms, c.attempt, c.operation_id
+                        )
+                    })
+                };
+                let fast = check(&plain);
+                let slow = check(&escaped);
+                assert_eq!(fast, slow, "{key}: {value}");
+                // No value turns infinite, and -0 is 0.
+                if let Ok(text) = &fast {
+                    assert!(
+                        !text.contains("inf") && !text.contains("-0.0"),
+                        "{key}: {value}: {text}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Fuzz target (see `crate::fuzz`): the fast path gives serde's answer or steps aside,
+    /// and no line makes either panic.
+    #[test]
+    fn fuzz_jsonl() {
+        let hops = crate::config::HopOrder::default();
+        crate::fuzz::run("jsonl", |bytes| {
+            let text = String::from_utf8_lossy(bytes);
+            for line in text.lines() {
+                if let Some(fast) = flat::parse(line) {
+                    let serde = serde_json::from_str::<RawFields>(line).map_err(|e| e.to_string());
+                    assert_eq!(
+                        format!("{:?}", Ok::<_, String>(fast)),
+                        format!("{serde:?}"),
+                        "{line}"
+                    );
+                }
+                let _ = parse(line, true).and_then(|f| f.check(&hops));
+            }
+        });
     }
 }

@@ -111,4 +111,16 @@ mod tests {
             .unwrap_err()
             .contains("never closes"));
     }
+
+    /// Fuzz target (see `crate::fuzz`): no line makes the logfmt reader or the validation
+    /// panic.
+    #[test]
+    fn fuzz_logfmt() {
+        let hops = crate::config::HopOrder::default();
+        crate::fuzz::run("logfmt", |bytes| {
+            for line in String::from_utf8_lossy(bytes).lines() {
+                let _ = parse(line).and_then(|f| f.check(&hops));
+            }
+        });
+    }
 }

@@ -42,7 +42,61 @@ pub struct InputIssue {
 
 impl std::fmt::Display for InputIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}: {}", self.path, self.line, self.message)
+        // Both may quote the input: escaped, neither can act on the terminal nor forge a
+        // message line of its own.
+        write!(
+            f,
+            "{}:{}: {}",
+            crate::escape::terminal(&self.path),
+            self.line,
+            crate::escape::terminal(&self.message)
+        )
+    }
+}
+
+/// Bad input lines: the first [`Issues::KEPT`] kept whole, to be shown; every one counted.
+/// A hostile input can hold millions of bad lines, and their messages are not worth the
+/// memory (a 64 KB gzip of 32 M bad lines once took 7 GB).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Issues {
+    kept: Vec<InputIssue>,
+    total: u64,
+}
+
+impl Issues {
+    /// Bad lines shown one by one; the rest are only counted.
+    pub const KEPT: usize = 10;
+
+    pub fn push(&mut self, issue: InputIssue) {
+        self.total += 1;
+        if self.kept.len() < Self::KEPT {
+            self.kept.push(issue);
+        }
+    }
+
+    /// Every bad line, the ones not kept included.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+}
+
+impl Extend<InputIssue> for Issues {
+    fn extend<I: IntoIterator<Item = InputIssue>>(&mut self, issues: I) {
+        for issue in issues {
+            self.push(issue);
+        }
+    }
+}
+
+/// The kept bad lines, in the order they were found.
+impl std::ops::Deref for Issues {
+    type Target = [InputIssue];
+    fn deref(&self) -> &[InputIssue] {
+        &self.kept
     }
 }
 
@@ -57,7 +111,7 @@ pub struct Ingested {
     pub files: Vec<String>,
     /// Non-blank lines read.
     pub lines_read: u64,
-    pub issues: Vec<InputIssue>,
+    pub issues: Issues,
     /// What became of the spans, when an input was OTLP or Zipkin.
     pub span_stats: Option<spans::SpanStats>,
     op_index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
@@ -79,7 +133,7 @@ impl Ingested {
     }
 
     /// Records a bad input line; under `--strict` it stops the run.
-    fn bad_line(
+    pub(crate) fn bad_line(
         &mut self,
         path: &str,
         line: u64,
@@ -136,7 +190,10 @@ impl Ingested {
 
 /// Reads every input named in `config`, in order (directories and patterns expanded).
 pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
-    let inputs = source::resolve(&config.paths)?;
+    let source::Resolved { inputs, notes } = source::resolve(&config.paths)?;
+    for note in notes {
+        eprintln!("attempt-funnel: {note}");
+    }
     let mut progress = Progress::new(config.progress, source::total_size(&inputs));
     let mut out = Ingested::default();
     reserve_for(source::total_size(&inputs), &mut out);
@@ -150,7 +207,7 @@ pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
                 read_one(reader, file, name, config, hops, &mut progress, &mut out)
             }
             Content::Parquet(data) => {
-                parquet::read(data, input, file, config, hops, &mut progress, &mut out)
+                guarded(|| parquet::read(data, input, file, config, hops, &mut progress, &mut out))
             }
         }
         .with_context(|| format!("could not read '{name}'"))?;
@@ -162,15 +219,77 @@ pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
     Ok(out)
 }
 
+/// Runs the Parquet reader, turning a panic inside it into an error. polars panics on some
+/// corrupt files (a bad footer, a truncated page, a wrong thrift value) instead of
+/// returning an error, and has no API that promises not to; a corrupt input file must be
+/// an input error (exit 2) that names the file, not a crash.
+fn guarded(read: impl FnOnce() -> Result<()>) -> Result<()> {
+    let _quiet = crate::panics::Quiet::new();
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let why = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "the reader failed".to_string());
+            bail!(
+                "not a readable Parquet file: it is corrupt or truncated ({}); write it again, or convert it to JSON Lines",
+                crate::escape::terminal(why.lines().next().unwrap_or(""))
+            )
+        }
+    }
+}
+
 /// The shortest event line worth reserving for: `{"operation_id":"a","start_ms":1}` and
-/// a newline. Reserving for the most events the files can hold costs only address space
-/// (pages never touched are never resident) and saves growing a vector of millions of
-/// events by copying, which on a 1 M-event input was a tenth of the run.
+/// a newline. Reserving for the events the files can hold saves growing a vector of
+/// millions of events by copying (a tenth of the run on a 1 M-event input).
 const MIN_EVENT_LINE_BYTES: u64 = 35;
 
+/// The most events reserved for up front, whatever the input size: reserving for a 1.5 GB
+/// input (43 M events) took more address space than a `ulimit -v` of 3 GB allows, before
+/// a single line was read. Past this the vector grows as it fills.
+const MAX_EVENTS_RESERVED: u64 = 1 << 22;
+
 fn reserve_for(bytes_on_disk: Option<u64>, out: &mut Ingested) {
-    out.events
-        .reserve((bytes_on_disk.unwrap_or(0) / MIN_EVENT_LINE_BYTES) as usize);
+    let events = (bytes_on_disk.unwrap_or(0) / MIN_EVENT_LINE_BYTES).min(MAX_EVENTS_RESERVED);
+    out.events.reserve(events as usize);
+}
+
+/// Longest attempt-event line read by default (`--max-line-bytes`): a real event is a few
+/// hundred bytes, so a megabyte is already a broken writer or a hostile input.
+pub const DEFAULT_MAX_LINE_BYTES: u64 = 1 << 20;
+
+/// Longest span line read by default: an OTLP export request or a Zipkin array holds a
+/// whole batch of spans on one line (a collector's file exporter writes thousands).
+pub const DEFAULT_MAX_SPAN_LINE_BYTES: u64 = 64 << 20;
+
+/// The longest line of `format` read (`None`: not detected yet, so the larger default).
+pub fn max_line_bytes(config: &InputConfig, format: Option<InputFormat>) -> u64 {
+    match (config.max_line_bytes, format) {
+        (Some(limit), _) => limit,
+        (None, Some(InputFormat::Jsonl | InputFormat::Logfmt)) => DEFAULT_MAX_LINE_BYTES,
+        (None, _) => DEFAULT_MAX_SPAN_LINE_BYTES,
+    }
+}
+
+/// A UTF-8 byte-order mark: some Windows tools start a text file with one.
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// Non-blank lines parsed at a time (in parallel): enough to keep the cores busy, few
+/// enough that their parsed form stays a few megabytes whatever the lines hold.
+const LINES_PER_BATCH: usize = 1 << 14;
+
+/// A line longer than the limit, being skipped as it is read.
+struct LongLine {
+    line: u64,
+    bytes: u64,
+    /// Only whitespace so far: a blank line, however long, is not a bad line.
+    blank: bool,
+}
+
+fn is_blank(bytes: &[u8]) -> bool {
+    bytes.iter().all(u8::is_ascii_whitespace)
 }
 
 fn read_one(
@@ -188,39 +307,88 @@ fn read_one(
     };
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
     let mut next_line: u64 = 1;
+    let mut first_read = true;
+    let mut long: Option<LongLine> = None;
     loop {
         let had = buf.len();
         (&mut reader)
             .take(CHUNK_BYTES as u64)
             .read_to_end(&mut buf)?;
         let eof = buf.len() == had;
+        if std::mem::take(&mut first_read) && buf.starts_with(BOM) {
+            buf.drain(..BOM.len());
+        }
+        // The rest of a line over the limit is dropped as it comes, never held.
+        if let Some(l) = &mut long {
+            let end = memchr::memchr(b'\n', &buf);
+            let part = &buf[..end.unwrap_or(buf.len())];
+            l.bytes += part.len() as u64;
+            l.blank &= is_blank(part);
+            match end {
+                Some(i) => {
+                    buf.drain(..=i);
+                }
+                None => {
+                    buf.clear();
+                    if !eof {
+                        continue;
+                    }
+                }
+            }
+            let l = long.take().expect("set above");
+            next_line = l.line + 1;
+            if !l.blank {
+                let limit = max_line_bytes(config, format);
+                out.bad_line(name, l.line, too_long(l.bytes, limit), config.bad_input)?;
+            }
+            if eof && buf.is_empty() {
+                return Ok(());
+            }
+        }
         // Only whole lines are parsed; the tail waits for the next read, or is the last line.
         let end = if eof {
             buf.len()
         } else {
             match memchr::memrchr(b'\n', &buf) {
                 Some(i) => i + 1,
-                None => continue, // a line longer than a chunk: keep reading
+                None => {
+                    // A line longer than a chunk: keep reading, up to the limit.
+                    if buf.len() as u64 > max_line_bytes(config, format) {
+                        long = Some(LongLine {
+                            line: next_line,
+                            bytes: buf.len() as u64,
+                            blank: is_blank(&buf),
+                        });
+                        buf.clear();
+                    }
+                    continue;
+                }
             }
         };
-        if end > 0 {
-            let format = *format.get_or_insert_with(|| detect_format(&buf[..end]));
-            // Span formats map whole lines to several attempts; the rest to one event each.
-            let parse = match format {
-                InputFormat::Otlp | InputFormat::Zipkin => parse_span_chunk,
-                _ => parse_chunk,
-            };
-            next_line = parse(
-                &buf[..end],
-                eof,
-                next_line,
-                file,
-                name,
-                format,
-                config,
-                hops,
-                out,
-            )?;
+        // The format is decided by the first non-blank line, however far in it is.
+        if format.is_none() && !is_blank(&buf[..end]) {
+            format = Some(detect_format(&buf[..end]));
+        }
+        match format {
+            None => next_line += memchr::memchr_iter(b'\n', &buf[..end]).count() as u64,
+            Some(format) => {
+                let reading = Reading {
+                    file,
+                    name,
+                    format,
+                    config,
+                    hops,
+                    max_line_bytes: max_line_bytes(config, Some(format)),
+                };
+                next_line = match format {
+                    // Span formats map whole lines to several attempts; the rest to one
+                    // event each.
+                    InputFormat::Otlp | InputFormat::Zipkin => {
+                        reading.parse_span_chunk(&buf[..end], eof, next_line, out)?
+                    }
+                    _ => reading.parse_chunk(&buf[..end], eof, next_line, out)?,
+                };
+            }
         }
         buf.drain(..end);
         progress.update(out.events.len(), out.operations.len());
@@ -228,6 +396,11 @@ fn read_one(
             return Ok(());
         }
     }
+}
+
+/// The message of a line over the limit.
+fn too_long(bytes: u64, limit: u64) -> String {
+    format!("line is {bytes} bytes, longer than the limit of {limit} bytes, and was skipped: split it, or raise the limit with --max-line-bytes (e.g. --max-line-bytes 64MiB)")
 }
 
 /// By the first non-blank line: `[` is Zipkin (an array of spans); `{` is OTLP when the
@@ -271,115 +444,188 @@ fn spans_format(line: &[u8]) -> Option<InputFormat> {
     }
 }
 
-/// The lines of a chunk, without their newlines; a final line without one is kept.
-fn split_lines(chunk: &[u8]) -> Vec<&[u8]> {
-    let mut lines: Vec<&[u8]> = Vec::with_capacity(chunk.len() / 64);
-    let mut line_start = 0;
-    for newline in memchr::memchr_iter(b'\n', chunk) {
-        lines.push(&chunk[line_start..newline]);
-        line_start = newline + 1;
-    }
-    if line_start < chunk.len() {
-        lines.push(&chunk[line_start..]);
-    }
-    lines
+/// A non-blank line of a chunk: its number, its bytes (without the newline and a final
+/// CR), and whether it is the last line of an input that ends without a newline.
+type NumberedLine<'a> = (u64, &'a [u8], bool);
+
+/// What parsing a chunk of one input needs to know.
+struct Reading<'c> {
+    file: u32,
+    name: &'c str,
+    format: InputFormat,
+    config: &'c InputConfig,
+    hops: &'c HopOrder,
+    max_line_bytes: u64,
 }
 
-/// Parses OTLP or Zipkin lines in parallel and keeps their spans for [`push_spans`]: the
-/// operation and parent of a span may depend on spans later in the input.
-#[allow(clippy::too_many_arguments)]
-fn parse_span_chunk(
-    chunk: &[u8],
-    at_eof: bool,
-    first_line: u64,
-    file: u32,
-    name: &str,
-    format: InputFormat,
-    config: &InputConfig,
-    hops: &HopOrder,
-    out: &mut Ingested,
-) -> Result<u64> {
-    let lines = split_lines(chunk);
-    let last = lines.len().saturating_sub(1);
-    let truncated_tail = at_eof && chunk.last() != Some(&b'\n');
-    type Mapped = Vec<Result<(spans::MappedSpan, Option<String>), String>>;
-    let parsed: Vec<Option<Result<Mapped, String>>> = lines
-        .par_iter()
-        .enumerate()
-        .map(|(i, raw)| {
+impl Reading<'_> {
+    /// Calls `parse` on the non-blank lines of `chunk`, [`LINES_PER_BATCH`] at a time, and
+    /// returns the number of the line after the chunk. Blank lines cost a scan, nothing more.
+    fn batches<'a>(
+        &self,
+        chunk: &'a [u8],
+        at_eof: bool,
+        first_line: u64,
+        mut parse: impl FnMut(&[NumberedLine<'a>]) -> Result<()>,
+    ) -> Result<u64> {
+        let truncated_tail = at_eof && chunk.last() != Some(&b'\n');
+        let mut batch: Vec<NumberedLine> =
+            Vec::with_capacity(LINES_PER_BATCH.min(chunk.len() / 16 + 1));
+        let mut line = first_line;
+        let mut start = 0;
+        while start < chunk.len() {
+            let (raw, next) = match memchr::memchr(b'\n', &chunk[start..]) {
+                Some(i) => (&chunk[start..start + i], start + i + 1),
+                None => (&chunk[start..], chunk.len()),
+            };
             let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-            if raw.iter().all(u8::is_ascii_whitespace) {
-                return None;
+            if !is_blank(raw) {
+                batch.push((line, raw, truncated_tail && next == chunk.len()));
+                if batch.len() == LINES_PER_BATCH {
+                    parse(&batch)?;
+                    batch.clear();
+                }
             }
-            let Ok(text) = std::str::from_utf8(raw) else {
-                return Some(Err("not valid UTF-8: spans must be UTF-8 JSON".to_string()));
-            };
-            let unterminated = truncated_tail && i == last;
-            let read = match format {
-                InputFormat::Otlp => otlp::parse(text, unterminated),
-                _ => zipkin::parse(text, unterminated),
-            };
-            let source = SourceRef {
-                file,
-                line: u32::try_from(first_line + i as u64).unwrap_or(u32::MAX),
-            };
-            Some(read.map(|results| {
-                results
-                    .into_iter()
-                    .enumerate()
-                    .map(|(n, r)| {
-                        let index = n as u32 + 1;
-                        match r {
-                            Ok(span) => {
-                                Ok(spans::map_span(span, index, source, &config.spans, hops))
-                            }
-                            Err(e) => Err(format!(
-                                "{} {}",
-                                spans::label(index, e.id.as_deref()),
-                                e.message
-                            )),
-                        }
+            line += 1;
+            start = next;
+        }
+        if !batch.is_empty() {
+            parse(&batch)?;
+        }
+        Ok(line)
+    }
+
+    /// The line over the limit, if it is.
+    fn too_long(&self, raw: &[u8]) -> Option<String> {
+        (raw.len() as u64 > self.max_line_bytes)
+            .then(|| too_long(raw.len() as u64, self.max_line_bytes))
+    }
+
+    /// Parses OTLP or Zipkin lines in parallel and keeps their spans for [`push_spans`]:
+    /// the operation and parent of a span may depend on spans later in the input.
+    fn parse_span_chunk(
+        &self,
+        chunk: &[u8],
+        at_eof: bool,
+        first_line: u64,
+        out: &mut Ingested,
+    ) -> Result<u64> {
+        // Marks the input as holding spans, so that push_spans runs even if none was
+        // readable.
+        out.span_stats.get_or_insert_with(Default::default);
+        type Mapped = Vec<Result<(spans::MappedSpan, Option<String>), String>>;
+        self.batches(chunk, at_eof, first_line, |batch| {
+            let parsed: Vec<Result<Mapped, String>> = batch
+                .par_iter()
+                .map(|&(line, raw, unterminated)| {
+                    if let Some(why) = self.too_long(raw) {
+                        return Err(why);
+                    }
+                    let Ok(text) = std::str::from_utf8(raw) else {
+                        return Err("not valid UTF-8: spans must be UTF-8 JSON".to_string());
+                    };
+                    let read = match self.format {
+                        InputFormat::Otlp => otlp::parse(text, unterminated),
+                        _ => zipkin::parse(text, unterminated),
+                    };
+                    let source = SourceRef {
+                        file: self.file,
+                        line: u32::try_from(line).unwrap_or(u32::MAX),
+                    };
+                    read.map(|results| {
+                        results
+                            .into_iter()
+                            .enumerate()
+                            .map(|(n, r)| {
+                                let index = n as u32 + 1;
+                                match r {
+                                    Ok(span) => Ok(spans::map_span(
+                                        span,
+                                        index,
+                                        source,
+                                        &self.config.spans,
+                                        self.hops,
+                                    )),
+                                    Err(e) => Err(format!(
+                                        "{} {}",
+                                        spans::label(index, e.id.as_deref()),
+                                        e.message
+                                    )),
+                                }
+                            })
+                            .collect()
                     })
-                    .collect()
-            }))
-        })
-        .collect();
-    // Marks the input as holding spans, so that push_spans runs even if none was readable.
-    out.span_stats.get_or_insert_with(Default::default);
-    for (i, result) in parsed.into_iter().enumerate() {
-        let line = first_line + i as u64;
-        let Some(result) = result else { continue };
-        out.lines_read += 1;
-        let mut problems = Vec::new();
-        match result {
-            Err(message) => problems.push(message),
-            Ok(mapped) => {
-                for m in mapped {
-                    match m {
-                        Ok((span, problem)) => {
-                            out.spans.push(span);
-                            problems.extend(problem);
-                        }
-                        Err(message) => {
-                            out.span_stats.get_or_insert_with(Default::default).spans += 1;
-                            problems.push(message);
+                })
+                .collect();
+            for (&(line, _, _), result) in batch.iter().zip(parsed) {
+                out.lines_read += 1;
+                let mut problems = Vec::new();
+                match result {
+                    Err(message) => problems.push(message),
+                    Ok(mapped) => {
+                        for m in mapped {
+                            match m {
+                                Ok((span, problem)) => {
+                                    out.spans.push(span);
+                                    problems.extend(problem);
+                                }
+                                Err(message) => {
+                                    out.span_stats.get_or_insert_with(Default::default).spans += 1;
+                                    problems.push(message);
+                                }
+                            }
                         }
                     }
                 }
+                for message in problems {
+                    out.bad_line(self.name, line, message, self.config.bad_input)?;
+                }
             }
-        }
-        for message in problems {
-            out.bad_line(name, line, message, config.bad_input)?;
-        }
+            Ok(())
+        })
     }
-    Ok(first_line + lines.len() as u64)
+
+    /// Parses attempt-event lines (JSON Lines or logfmt) in parallel and adds them.
+    fn parse_chunk(
+        &self,
+        chunk: &[u8],
+        at_eof: bool,
+        first_line: u64,
+        out: &mut Ingested,
+    ) -> Result<u64> {
+        self.batches(chunk, at_eof, first_line, |batch| {
+            let parsed: Vec<Result<CheckedLine, String>> = batch
+                .par_iter()
+                .map(|&(_, raw, unterminated)| match self.too_long(raw) {
+                    Some(why) => Err(why),
+                    None => parse_line(raw, self.format, self.hops, unterminated),
+                })
+                .collect();
+            for (&(line, _, _), result) in batch.iter().zip(parsed) {
+                out.lines_read += 1;
+                match result {
+                    Ok(checked) => {
+                        let source = SourceRef {
+                            file: self.file,
+                            line: u32::try_from(line).unwrap_or(u32::MAX),
+                        };
+                        out.push(source, checked);
+                    }
+                    Err(message) => {
+                        out.bad_line(self.name, line, message, self.config.bad_input)?
+                    }
+                }
+            }
+            Ok(())
+        })
+    }
 }
 
 /// Resolves every span read (operation, test run, parent: see [`spans::resolve`]) and adds
 /// the attempts as events.
 fn push_spans(config: &InputConfig, out: &mut Ingested) -> Result<()> {
     let resolved = spans::resolve(std::mem::take(&mut out.spans), &config.spans);
-    let mut problems: Vec<InputIssue> = resolved
+    let problems: Vec<InputIssue> = resolved
         .problems
         .into_iter()
         .map(|(source, message)| InputIssue {
@@ -393,7 +639,7 @@ fn push_spans(config: &InputConfig, out: &mut Ingested) -> Result<()> {
             bail!("{first}\n(stopped at the first bad line because of --strict)");
         }
     }
-    out.issues.append(&mut problems);
+    out.issues.extend(problems);
     let unreadable = out.span_stats.as_ref().map_or(0, |s| s.spans);
     let mut stats = resolved.stats;
     stats.spans += unreadable;
@@ -404,65 +650,21 @@ fn push_spans(config: &InputConfig, out: &mut Ingested) -> Result<()> {
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn parse_chunk(
-    chunk: &[u8],
-    at_eof: bool,
-    first_line: u64,
-    file: u32,
-    name: &str,
-    format: InputFormat,
-    config: &InputConfig,
-    hops: &HopOrder,
-    out: &mut Ingested,
-) -> Result<u64> {
-    let lines = split_lines(chunk);
-    let last = lines.len().saturating_sub(1);
-    let truncated_tail = at_eof && chunk.last() != Some(&b'\n');
-    let parsed: Vec<Option<Result<CheckedLine, String>>> = lines
-        .par_iter()
-        .enumerate()
-        .map(|(i, raw)| parse_line(raw, format, hops, truncated_tail && i == last))
-        .collect();
-    for (i, result) in parsed.into_iter().enumerate() {
-        let line = first_line + i as u64;
-        let Some(result) = result else { continue };
-        out.lines_read += 1;
-        match result {
-            Ok(checked) => {
-                let source = SourceRef {
-                    file,
-                    line: u32::try_from(line).unwrap_or(u32::MAX),
-                };
-                out.push(source, checked);
-            }
-            Err(message) => out.bad_line(name, line, message, config.bad_input)?,
-        }
-    }
-    Ok(first_line + lines.len() as u64)
-}
-
-/// `None` for a blank line; otherwise the validated line or what is wrong with it.
+/// The validated line, or what is wrong with it; `raw` is not blank.
 fn parse_line<'a>(
     raw: &'a [u8],
     format: InputFormat,
     hops: &HopOrder,
     unterminated_last: bool,
-) -> Option<Result<CheckedLine<'a>, String>> {
-    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-    if raw.iter().all(u8::is_ascii_whitespace) {
-        return None;
-    }
+) -> Result<CheckedLine<'a>, String> {
     let Ok(text) = std::str::from_utf8(raw) else {
-        return Some(Err(
-            "not valid UTF-8: attempt events must be UTF-8 text".into()
-        ));
+        return Err("not valid UTF-8: attempt events must be UTF-8 text".into());
     };
     let fields = match format {
         InputFormat::Logfmt => logfmt::parse(text),
         _ => jsonl::parse(text, unterminated_last),
     };
-    Some(fields.and_then(|f| f.check(hops)))
+    fields.and_then(|f| f.check(hops))
 }
 
 #[cfg(test)]
@@ -476,6 +678,7 @@ mod tests {
             format: InputFormat::Auto,
             bad_input: policy,
             progress: false,
+            max_line_bytes: None,
             spans: crate::config::SpanMapping::new(&HopOrder::default(), vec![false; 4]),
         };
         let mut out = Ingested::default();
@@ -549,5 +752,70 @@ mod tests {
         .unwrap();
         assert_eq!(got.events.len(), 1);
         assert!(got.issues.is_empty());
+    }
+
+    /// Fuzz target (see `crate::fuzz`): no input makes reading, span resolution or the
+    /// analysis panic; bad input is bad lines.
+    #[test]
+    fn fuzz_ingest() {
+        let rules = crate::config::Rules::new(HopOrder::default());
+        let config = InputConfig {
+            paths: vec![],
+            format: InputFormat::Auto,
+            bad_input: BadInputPolicy::Report,
+            progress: false,
+            max_line_bytes: Some(4096),
+            spans: crate::config::SpanMapping::new(&HopOrder::default(), vec![false; 4]),
+        };
+        crate::fuzz::run("ingest", |bytes| {
+            let mut out = Ingested::default();
+            out.files.push("fuzz".into());
+            read_one(
+                Box::new(std::io::Cursor::new(bytes.to_vec())),
+                0,
+                "fuzz",
+                &config,
+                &rules.hops,
+                &mut Progress::hidden(),
+                &mut out,
+            )
+            .expect("bad input is reported, not an error");
+            if out.span_stats.is_some() {
+                push_spans(&config, &mut out).expect("not under --strict");
+            }
+            let keep = crate::analysis::Keep::Worst(3);
+            crate::analysis::analyze(out, &rules, BadInputPolicy::Report, &keep)
+                .expect("the analysis of what was read");
+        });
+    }
+
+    /// Fuzz target (see `crate::fuzz`): a corrupt Parquet file is an error, never a panic
+    /// out of the reader's boundary.
+    #[test]
+    fn fuzz_parquet() {
+        let hops = HopOrder::default();
+        let config = InputConfig {
+            paths: vec![],
+            format: InputFormat::Auto,
+            bad_input: BadInputPolicy::Report,
+            progress: false,
+            max_line_bytes: None,
+            spans: crate::config::SpanMapping::new(&hops, vec![false; 4]),
+        };
+        crate::fuzz::run("parquet", |bytes| {
+            let mut out = Ingested::default();
+            out.files.push("fuzz.parquet".into());
+            let _ = guarded(|| {
+                parquet::read(
+                    source::ParquetData::Memory(std::io::Cursor::new(bytes.to_vec())),
+                    &source::Input::named("fuzz.parquet"),
+                    0,
+                    &config,
+                    &hops,
+                    &mut Progress::hidden(),
+                    &mut out,
+                )
+            });
+        });
     }
 }

@@ -403,4 +403,25 @@ mod tests {
             .unwrap_err()
             .contains("not an OTLP JSON object"));
     }
+
+    /// Fuzz target (see `crate::fuzz`): no line makes the OTLP reader or the span mapping
+    /// panic.
+    #[test]
+    fn fuzz_otlp() {
+        let hops = crate::config::HopOrder::default();
+        let mapping = crate::config::SpanMapping::new(&hops, vec![false; hops.len()]);
+        crate::fuzz::run("otlp", |bytes| {
+            for line in String::from_utf8_lossy(bytes).lines() {
+                for unterminated in [false, true] {
+                    let Ok(spans) = parse(line, unterminated) else {
+                        continue;
+                    };
+                    for span in spans.into_iter().flatten() {
+                        let source = crate::model::SourceRef { file: 0, line: 1 };
+                        let _ = crate::ingest::spans::map_span(span, 1, source, &mapping, &hops);
+                    }
+                }
+            }
+        });
+    }
 }

@@ -29,8 +29,8 @@ use polars::prelude::{Column, DataFrame, DataType, ParquetReader, SerReader, Ser
 use super::fields::{RawFields, Scalar};
 use super::progress::{ByteCounter, Progress};
 use super::source::{Input, ParquetData};
-use super::{Ingested, InputIssue};
-use crate::config::{BadInputPolicy, HopOrder, InputConfig};
+use super::Ingested;
+use crate::config::{HopOrder, InputConfig};
 use crate::model::SourceRef;
 
 /// Rows decoded at a time: enough to amortise the per-slice overhead of polars, few enough
@@ -214,17 +214,7 @@ impl Reading<'_> {
                     };
                     out.push(source, checked);
                 }
-                Err(message) => {
-                    let issue = InputIssue {
-                        path: self.name.to_string(),
-                        line,
-                        message,
-                    };
-                    if self.config.bad_input == BadInputPolicy::Strict {
-                        bail!("{issue}\n(stopped at the first bad line because of --strict)");
-                    }
-                    out.issues.push(issue);
-                }
+                Err(message) => out.bad_line(self.name, line, message, self.config.bad_input)?,
             }
         }
         Ok(())
@@ -272,7 +262,7 @@ fn scalars(series: &Series) -> Result<Cells<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::InputFormat;
+    use crate::config::{BadInputPolicy, InputFormat};
     use polars::prelude::{df, IntoColumn, IntoSeries, NamedFrom, ParquetWriter};
     use std::io::Cursor;
 
@@ -282,6 +272,7 @@ mod tests {
             format: InputFormat::Auto,
             bad_input,
             progress: false,
+            max_line_bytes: None,
             spans: crate::config::SpanMapping::new(
                 &crate::config::HopOrder::default(),
                 vec![false; 4],

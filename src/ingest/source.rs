@@ -12,7 +12,15 @@
 //!   As in a shell, `*` does not cross `/` and does not match a leading `.`.
 //!
 //! A directory or a pattern that yields no file is an error: an empty input set is far more
-//! often a typo than an intent.
+//! often a typo than an intent. A special file (a FIFO, a socket, a device) met while
+//! walking a directory or expanding a pattern is skipped with a note: opening a FIFO that
+//! nobody writes to waits forever, and a device may never end. Named on the command line,
+//! it is read as a stream (`<(zcat …)`, /dev/stdin), with the per-line limit as for any
+//! input.
+//!
+//! Input names are escaped for the terminal here, once ([`crate::escape::terminal`]): every
+//! message that names an input, bad-line messages included, then shows a newline or an
+//! escape sequence in a file name as visible text.
 //!
 //! Each input is then opened ([`open`]) and its content recognised by its first bytes, never
 //! by its name: gzip (`1f 8b`, several members allowed, as `cat a.gz b.gz` makes), zstd
@@ -97,20 +105,32 @@ fn sniff(head: &[u8]) -> Kind {
     }
 }
 
+/// The inputs to read, in order, and notes on what the expansion skipped.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    pub inputs: Vec<Input>,
+    pub notes: Vec<String>,
+}
+
 /// Expands the command-line inputs into the inputs to read, in order.
-pub fn resolve(paths: &[InputPath]) -> Result<Vec<Input>> {
-    let mut inputs = Vec::new();
+pub fn resolve(paths: &[InputPath]) -> Result<Resolved> {
+    let mut out = Resolved::default();
     for path in paths {
         match path {
-            InputPath::Stdin => inputs.push(Input {
+            InputPath::Stdin => out.inputs.push(Input {
                 name: path.display(),
                 size: None,
                 location: Location::Stdin,
             }),
-            InputPath::File(p) => expand(p, &mut inputs)?,
+            InputPath::File(p) => expand(p, &mut out)?,
         }
     }
-    Ok(inputs)
+    Ok(out)
+}
+
+/// How messages name a path: its display form, escaped for the terminal.
+fn display_name(path: &Path) -> String {
+    crate::escape::terminal(&path.display().to_string()).into_owned()
 }
 
 /// The sum of the input sizes, when every one is known.
@@ -118,19 +138,19 @@ pub fn total_size(inputs: &[Input]) -> Option<u64> {
     inputs.iter().map(|i| i.size).sum()
 }
 
-fn expand(path: &Path, out: &mut Vec<Input>) -> Result<()> {
-    let name = path.display().to_string();
+fn expand(path: &Path, out: &mut Resolved) -> Result<()> {
+    let name = display_name(path);
     match fs::metadata(path) {
         Ok(meta) if meta.is_dir() => {
-            let before = out.len();
+            let before = out.inputs.len();
             expand_dir(path, out)?;
-            if out.len() == before {
-                bail!("directory '{name}' holds no input files (hidden files, whose names start with '.', are skipped)");
+            if out.inputs.len() == before {
+                bail!("directory '{name}' holds no input files (hidden files, whose names start with '.', are skipped, and so are FIFOs, sockets and devices)");
             }
             Ok(())
         }
         Ok(meta) => {
-            out.push(file_input(path, &meta));
+            out.inputs.push(file_input(path, &meta));
             Ok(())
         }
         Err(err) => match path.to_str().filter(|p| p.contains(['*', '?', '['])) {
@@ -142,29 +162,40 @@ fn expand(path: &Path, out: &mut Vec<Input>) -> Result<()> {
 
 fn file_input(path: &Path, meta: &fs::Metadata) -> Input {
     Input {
-        name: path.display().to_string(),
+        name: display_name(path),
         // A FIFO or a device (`<(zcat …)`, /dev/stdin) has no size worth showing.
         size: meta.is_file().then_some(meta.len()),
         location: Location::File(path.to_path_buf()),
     }
 }
 
-fn expand_dir(dir: &Path, out: &mut Vec<Input>) -> Result<()> {
+fn expand_dir(dir: &Path, out: &mut Resolved) -> Result<()> {
     let mut found = Vec::new();
     walk(dir, &mut found)?;
     found.sort_by(|a, b| a.0.cmp(&b.0));
-    out.extend(
-        found
-            .into_iter()
-            .map(|(path, meta)| file_input(&path, &meta)),
-    );
+    for (path, meta) in found {
+        add_found(&path, &meta, out);
+    }
     Ok(())
+}
+
+/// A regular file found by a walk or a pattern is an input; a special file is skipped with
+/// a note (see the module documentation).
+fn add_found(path: &Path, meta: &fs::Metadata, out: &mut Resolved) {
+    if meta.is_file() {
+        out.inputs.push(file_input(path, meta));
+    } else {
+        out.notes.push(format!(
+            "skipped '{}': not a regular file (a FIFO, socket or device); name it on its own to read it as a stream",
+            display_name(path)
+        ));
+    }
 }
 
 /// Every file under `dir`, hidden ones left out, links to directories not followed (they
 /// could loop).
 fn walk(dir: &Path, found: &mut Vec<(PathBuf, fs::Metadata)>) -> Result<()> {
-    let context = || format!("could not read directory '{}'", dir.display());
+    let context = || format!("could not read directory '{}'", display_name(dir));
     for entry in fs::read_dir(dir).with_context(context)? {
         let entry = entry.with_context(context)?;
         if entry.file_name().to_string_lossy().starts_with('.') {
@@ -176,8 +207,8 @@ fn walk(dir: &Path, found: &mut Vec<(PathBuf, fs::Metadata)>) -> Result<()> {
             walk(&path, found)?;
             continue;
         }
-        let meta =
-            fs::metadata(&path).with_context(|| format!("could not read '{}'", path.display()))?;
+        let meta = fs::metadata(&path)
+            .with_context(|| format!("could not read '{}'", display_name(&path)))?;
         if !meta.is_dir() {
             found.push((path, meta));
         }
@@ -185,7 +216,7 @@ fn walk(dir: &Path, found: &mut Vec<(PathBuf, fs::Metadata)>) -> Result<()> {
     Ok(())
 }
 
-fn expand_glob(pattern: &str, out: &mut Vec<Input>) -> Result<()> {
+fn expand_glob(pattern: &str, out: &mut Resolved) -> Result<()> {
     let options = glob::MatchOptions {
         case_sensitive: true,
         require_literal_separator: true,
@@ -194,18 +225,18 @@ fn expand_glob(pattern: &str, out: &mut Vec<Input>) -> Result<()> {
     let paths = glob::glob_with(pattern, options).with_context(|| {
         format!("could not read '{pattern}': no such file, and not a valid glob pattern")
     })?;
-    let before = out.len();
+    let before = out.inputs.len();
     for path in paths {
         let path = path.with_context(|| format!("could not expand '{pattern}'"))?;
-        let meta =
-            fs::metadata(&path).with_context(|| format!("could not read '{}'", path.display()))?;
+        let meta = fs::metadata(&path)
+            .with_context(|| format!("could not read '{}'", display_name(&path)))?;
         if meta.is_dir() {
             expand_dir(&path, out)?;
         } else {
-            out.push(file_input(&path, &meta));
+            add_found(&path, &meta, out);
         }
     }
-    if out.len() == before {
+    if out.inputs.len() == before {
         bail!("no file matches '{pattern}' (patterns are expanded with * ? [..] and **; hidden files are skipped)");
     }
     Ok(())
@@ -354,7 +385,7 @@ mod tests {
         dir.file(".hidden.jsonl", b"");
         dir.file(".git/config", b"");
         dir.file("c/.swap", b"");
-        let inputs = resolve(&[file(dir.0.clone())]).unwrap();
+        let inputs = resolve(&[file(dir.0.clone())]).unwrap().inputs;
         assert_eq!(
             names(&inputs, &dir.0),
             ["a/10.jsonl", "a/2.jsonl", "b.jsonl"]
@@ -380,12 +411,12 @@ mod tests {
         dir.file("part-1.jsonl", b"");
         dir.file("sub/part-3.jsonl.gz", b"");
         let pattern = dir.0.join("part-*.jsonl.gz");
-        let inputs = resolve(&[file(pattern)]).unwrap();
+        let inputs = resolve(&[file(pattern)]).unwrap().inputs;
         assert_eq!(
             names(&inputs, &dir.0),
             ["part-1.jsonl.gz", "part-2.jsonl.gz"]
         );
-        let deep = resolve(&[file(dir.0.join("**/*.gz"))]).unwrap();
+        let deep = resolve(&[file(dir.0.join("**/*.gz"))]).unwrap().inputs;
         assert_eq!(
             names(&deep, &dir.0),
             ["part-1.jsonl.gz", "part-2.jsonl.gz", "sub/part-3.jsonl.gz"]
@@ -429,7 +460,7 @@ mod tests {
             dir.file("packed.zst.bin", &zst),
             dir.file("twice.gz", &two_members),
         ];
-        let inputs = resolve(&files.map(file)).unwrap();
+        let inputs = resolve(&files.map(file)).unwrap().inputs;
         let counter = ByteCounter::default();
         let read: Vec<Vec<u8>> = inputs
             .iter()
@@ -449,7 +480,7 @@ mod tests {
             "bad.gz",
             &[0x1f, 0x8b, 8, 0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3],
         );
-        let inputs = resolve(&[file(path.clone())]).unwrap();
+        let inputs = resolve(&[file(path.clone())]).unwrap().inputs;
         let err = match open(&inputs[0], &ByteCounter::default()) {
             Err(err) => err,
             Ok(content) => {
@@ -470,7 +501,7 @@ mod tests {
     fn a_parquet_file_is_opened_for_seeking() {
         let dir = TempDir::new("parquet");
         let path = dir.file("events.bin", b"PAR1 not really");
-        let inputs = resolve(&[file(path)]).unwrap();
+        let inputs = resolve(&[file(path)]).unwrap().inputs;
         assert!(matches!(
             open(&inputs[0], &ByteCounter::default()).unwrap(),
             Content::Parquet(ParquetData::File(_))

@@ -16,10 +16,6 @@ use super::fields::{CheckedLine, CheckedTiming};
 use crate::config::{HopOrder, SpanKind, SpanMapping};
 use crate::model::{Millis, Outcome, SourceRef};
 
-/// Longest chain of parents and links followed from one span. Real call trees are a few
-/// dozen spans deep; a longer chain means the links loop.
-const MAX_CHAIN: usize = 1024;
-
 /// An attribute value as OTLP carries it. Zipkin tags are all strings.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttrValue {
@@ -424,7 +420,9 @@ fn strip_query(s: &str) -> &str {
 /// is not read.
 fn retry_after_ms(text: &str) -> Option<Millis> {
     let secs: f64 = text.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then_some(secs * 1000.0)
+    let ms = secs * 1000.0 + 0.0;
+    // Beyond what an attempt keeps (an f32) is no real hint: not read, as an HTTP date is not.
+    (ms.is_finite() && ms >= 0.0 && ms <= super::fields::MAX_DURATION_MS).then_some(ms)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -787,25 +785,56 @@ pub fn resolve(mut spans: Vec<MappedSpan>, mapping: &SpanMapping) -> Resolved {
             .copied()
     };
 
+    // The cause of each span, by index: one hash lookup each, never a scan.
+    let up: Vec<Option<usize>> = spans.iter().map(|s| s.cause.and_then(find)).collect();
+    let loops = find_loops(&up);
+    let mut problems = Vec::new();
+    for (i, &on_loop) in loops.on_loop.iter().enumerate() {
+        if !on_loop {
+            continue;
+        }
+        let s = &spans[i];
+        let name = label(s.index, Some(&s.out_span_id));
+        problems.push((
+            s.source,
+            match up[i] {
+                Some(p) if p == i => format!(
+                    "{name} is its own parent (its parent ID is its span ID): fix the parent ID"
+                ),
+                Some(p) => format!(
+                    "{name} is in a loop of parent spans: its parent, {}, has it among its own parents; check the parent IDs",
+                    label(spans[p].index, Some(&spans[p].out_span_id))
+                ),
+                None => unreachable!("a span on a loop has a parent"),
+            },
+        ));
+    }
+    for (s, &on_loop) in spans.iter_mut().zip(&loops.on_loop) {
+        if on_loop {
+            s.role = Role::NotAttempt(Skip::Bad);
+        }
+    }
+
     // A span whose direct child is an attempt at the same hop and service is a call span
     // over per-try spans: the tries are the attempts.
     let wrappers: Vec<usize> = spans
         .iter()
-        .filter_map(|s| {
+        .zip(&up)
+        .filter_map(|(s, &p)| {
             let Role::Attempt(hop) = s.role else {
                 return None;
             };
-            let p = find(s.cause?)?;
-            let parent = &spans[p];
+            let parent = &spans[p?];
             (parent.role == Role::Attempt(hop)
                 && parent.service == s.service
                 && parent.links.is_empty())
-            .then_some(p)
+            .then_some(p?)
         })
         .collect();
     for w in wrappers {
         spans[w].role = Role::NotAttempt(Skip::Wrapper);
     }
+    let chains = chains(&spans, &up, &loops.reaches);
 
     // The trace IDs as written, for operations named by the trace where the causes end.
     let trace_names: HashMap<u128, &str> = spans
@@ -818,7 +847,7 @@ pub fn resolve(mut spans: Vec<MappedSpan>, mapping: &SpanMapping) -> Resolved {
 
     let mut out = Resolved {
         lines: Vec::new(),
-        problems: Vec::new(),
+        problems,
         stats: SpanStats {
             spans: spans.len() as u64,
             ..SpanStats::default()
@@ -854,7 +883,17 @@ pub fn resolve(mut spans: Vec<MappedSpan>, mapping: &SpanMapping) -> Resolved {
                 .collect()
         };
         for (cause, link_message) in starts {
-            match walk(s, hop, cause, &spans, &find, mapping, &trace_names) {
+            let above = cause.and_then(find);
+            let chain = match above.map(|j| (j, loops.reaches[j])) {
+                Some((_, Some(x))) => Err(format!(
+                    "has parent spans that lead into a loop of parent spans (at {}): check the parent IDs",
+                    label(spans[x].index, Some(&spans[x].out_span_id))
+                )),
+                Some((j, None)) => Ok(chains[j].as_ref()),
+                None => Ok(None),
+            };
+            match chain.and_then(|chain| walk(s, hop, cause, chain, &spans, mapping, &trace_names))
+            {
                 Ok(found) => {
                     out.stats.attempts += 1;
                     out.lines
@@ -877,49 +916,167 @@ struct Found {
     parent_id: Option<String>,
 }
 
-/// Walks from an attempt span up its causes: the first attempt at an upstream hop is its
-/// parent; the first span with the operation (run) attribute gives the operation (run);
-/// without an operation attribute, the operation is the trace where the causes end.
+/// Which spans' causes loop, from each span's cause (`up`, by index).
+struct Loops {
+    /// The span is on a loop of causes (its own parent, or a longer circle).
+    on_loop: Vec<bool>,
+    /// For a span whose causes lead into a loop (or that is on one), a span of that loop.
+    reaches: Vec<Option<usize>>,
+}
+
+/// Finds the loops among the causes in one pass: every span has at most one cause, so
+/// following causes from each span not yet seen either ends, meets a span already
+/// settled, or comes back to a span on the current path, which closes a loop.
+fn find_loops(up: &[Option<usize>]) -> Loops {
+    const NEW: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const SETTLED: u8 = 2;
+    let mut state = vec![NEW; up.len()];
+    let mut loops = Loops {
+        on_loop: vec![false; up.len()],
+        reaches: vec![None; up.len()],
+    };
+    let mut path = Vec::new();
+    for first in 0..up.len() {
+        if state[first] != NEW {
+            continue;
+        }
+        path.clear();
+        let mut at = first;
+        let reached = loop {
+            match state[at] {
+                SETTLED => break loops.reaches[at],
+                ON_PATH => {
+                    let from = path.iter().position(|&p| p == at).unwrap_or(0);
+                    for &p in &path[from..] {
+                        loops.on_loop[p] = true;
+                    }
+                    break Some(at);
+                }
+                _ => {}
+            }
+            state[at] = ON_PATH;
+            path.push(at);
+            match up[at] {
+                Some(next) => at = next,
+                None => break None,
+            }
+        };
+        for &p in &path {
+            state[p] = SETTLED;
+            loops.reaches[p] = reached;
+        }
+    }
+    loops
+}
+
+/// What the chain of causes from a span upward holds, the span itself included.
+#[derive(Debug, Clone)]
+struct Chain {
+    /// The first span of the chain with the operation (run) attribute.
+    operation: Option<usize>,
+    run: Option<usize>,
+    /// The trace where the causes end: the operation when no attribute names it.
+    end_trace: u128,
+    /// The attempts of the chain whose hop is upstream of every attempt before them in the
+    /// chain: the first of them upstream of hop `h` is the parent of an attempt at `h`. At
+    /// most one per hop.
+    attempts: Vec<(u16, usize)>,
+}
+
+/// The [`Chain`] of every span whose causes do not loop, each computed once from its
+/// cause's: linear in the spans, however deep the chains.
+fn chains(
+    spans: &[MappedSpan],
+    up: &[Option<usize>],
+    loops: &[Option<usize>],
+) -> Vec<Option<Chain>> {
+    let mut chains: Vec<Option<Chain>> = vec![None; spans.len()];
+    let mut path = Vec::new();
+    for first in 0..spans.len() {
+        if loops[first].is_some() || chains[first].is_some() {
+            continue;
+        }
+        path.clear();
+        let mut at = first;
+        loop {
+            path.push(at);
+            match up[at] {
+                Some(next) if chains[next].is_none() => at = next,
+                _ => break,
+            }
+        }
+        for &i in path.iter().rev() {
+            let above = up[i].and_then(|p| chains[p].as_ref());
+            let s = &spans[i];
+            let chain = Chain {
+                operation: if s.operation_attr.is_some() {
+                    Some(i)
+                } else {
+                    above.and_then(|a| a.operation)
+                },
+                run: if s.run_attr.is_some() {
+                    Some(i)
+                } else {
+                    above.and_then(|a| a.run)
+                },
+                end_trace: match (s.cause, above) {
+                    (None, _) => s.key.trace,
+                    (Some(c), None) => c.key.trace,
+                    (Some(_), Some(a)) => a.end_trace,
+                },
+                attempts: match s.role {
+                    Role::Attempt(h) => std::iter::once((h, i))
+                        .chain(
+                            above
+                                .iter()
+                                .flat_map(|a| a.attempts.iter().copied())
+                                .filter(|&(upper, _)| upper < h),
+                        )
+                        .collect(),
+                    Role::NotAttempt(_) => above.map(|a| a.attempts.clone()).unwrap_or_default(),
+                },
+            };
+            chains[i] = Some(chain);
+        }
+    }
+    chains
+}
+
+/// What an attempt span finds above it, from its cause `start` and the [`Chain`] there
+/// (`None` when the cause is not among the spans read): the first attempt at an upstream
+/// hop is its parent; the first span with the operation (run) attribute, itself included,
+/// gives the operation (run); without an operation attribute, the operation is the trace
+/// where the causes end.
 fn walk(
     s: &MappedSpan,
     hop: u16,
     start: Option<Cause>,
+    chain: Option<&Chain>,
     spans: &[MappedSpan],
-    find: &dyn Fn(Cause) -> Option<usize>,
     mapping: &SpanMapping,
     trace_names: &HashMap<u128, &str>,
 ) -> Result<Found, String> {
-    let mut operation = s.operation_attr.clone();
-    let mut run = s.run_attr.clone();
-    let mut parent_id = None;
-    let mut last_trace = s.key.trace;
-    let mut cause = start;
-    let mut steps = 0;
-    while let Some(c) = cause {
-        steps += 1;
-        if steps > MAX_CHAIN {
-            return Err(format!(
-                "has a chain of parent spans and links longer than {MAX_CHAIN}: they loop; check the parent IDs"
-            ));
-        }
-        last_trace = c.key.trace;
-        let Some(i) = find(c) else { break };
-        let up = &spans[i];
-        if parent_id.is_none() {
-            if let Role::Attempt(h) = up.role {
-                if h < hop {
-                    parent_id = Some(up.out_span_id.clone());
-                }
-            }
-        }
-        if operation.is_none() {
-            operation.clone_from(&up.operation_attr);
-        }
-        if run.is_none() {
-            run.clone_from(&up.run_attr);
-        }
-        cause = up.cause;
-    }
+    let inherited = |pick: fn(&Chain) -> Option<usize>,
+                     attr: fn(&MappedSpan) -> &Option<String>| {
+        chain.and_then(pick).and_then(|i| attr(&spans[i]).clone())
+    };
+    let operation = s
+        .operation_attr
+        .clone()
+        .or_else(|| inherited(|c| c.operation, |m| &m.operation_attr));
+    let run = s
+        .run_attr
+        .clone()
+        .or_else(|| inherited(|c| c.run, |m| &m.run_attr));
+    let parent_id = chain
+        .and_then(|c| c.attempts.iter().find(|&&(h, _)| h < hop))
+        .map(|&(_, i)| spans[i].out_span_id.clone());
+    let last_trace = match (start, chain) {
+        (None, _) => s.key.trace,
+        (Some(c), None) => c.key.trace,
+        (Some(_), Some(chain)) => chain.end_trace,
+    };
     let operation_id = match (&mapping.operation_attribute, operation) {
         (_, Some(op)) if !op.trim().is_empty() => op,
         (Some(attr), _) => {

@@ -257,4 +257,25 @@ mod tests {
         assert!(messages[1].contains("no traceId"), "{messages:?}");
         assert!(messages[2].contains("kind \"LOCAL\""), "{messages:?}");
     }
+
+    /// Fuzz target (see `crate::fuzz`): no line makes the Zipkin reader or the span mapping
+    /// panic.
+    #[test]
+    fn fuzz_zipkin() {
+        let hops = crate::config::HopOrder::default();
+        let mapping = crate::config::SpanMapping::new(&hops, vec![false; hops.len()]);
+        crate::fuzz::run("zipkin", |bytes| {
+            for line in String::from_utf8_lossy(bytes).lines() {
+                for unterminated in [false, true] {
+                    let Ok(spans) = parse(line, unterminated) else {
+                        continue;
+                    };
+                    for span in spans.into_iter().flatten() {
+                        let source = crate::model::SourceRef { file: 0, line: 1 };
+                        let _ = crate::ingest::spans::map_span(span, 1, source, &mapping, &hops);
+                    }
+                }
+            }
+        });
+    }
 }

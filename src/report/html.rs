@@ -98,20 +98,9 @@ footer { margin-top: 36px; color: var(--muted); font-size: 12px; }
 }
 "#;
 
-/// Escapes text for HTML and SVG content and attributes.
+/// Escapes text for HTML and SVG content and attributes (see [`crate::escape::html`]).
 fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
+    crate::escape::html(text)
 }
 
 /// A pixel coordinate, short: `12.5`, `40`.

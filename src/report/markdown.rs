@@ -4,6 +4,7 @@
 //! escaped, so that no operation ID or hop name turns into markup or a link.
 
 use super::layout::{headline, sections};
+use crate::escape::{markdown_code as code, markdown_row as row, markdown_text as escape};
 use crate::summary::Summary;
 
 pub fn render(summary: &Summary) -> String {
@@ -59,52 +60,6 @@ pub fn render(summary: &Summary) -> String {
     out
 }
 
-/// One table row. A pipe would end the cell, even inside code; an empty cell is kept.
-fn row(cells: &[String]) -> String {
-    let cells: Vec<String> = cells
-        .iter()
-        .map(|c| {
-            if c.is_empty() {
-                " ".to_string()
-            } else {
-                c.replace('|', "\\|")
-            }
-        })
-        .collect();
-    format!("| {} |\n", cells.join(" | "))
-}
-
-/// Backslash-escapes the characters that Markdown would read as emphasis, links, HTML or
-/// code (pipes are left to [`row`]).
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(
-            c,
-            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '#' | '~'
-        ) {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A code span that holds `text` as it is, whatever backticks it contains.
-fn code(text: &str) -> String {
-    if text.is_empty() || text == "–" {
-        return text.to_string();
-    }
-    let longest_run = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest_run + 1);
-    let pad = if text.starts_with('`') || text.ends_with('`') {
-        " "
-    } else {
-        ""
-    };
-    format!("{fence}{pad}{text}{pad}{fence}")
-}
-
 /// Each item of a comma-separated list of identifiers as code.
 fn code_list(text: &str) -> String {
     text.split(", ").map(code).collect::<Vec<_>>().join(", ")
@@ -115,20 +70,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn identifiers_become_code_spans_that_survive_backticks() {
-        assert_eq!(code("run-3/op-1"), "`run-3/op-1`");
-        assert_eq!(code("a`b"), "``a`b``");
-        assert_eq!(code("`x"), "`` `x ``");
+    fn identifier_lists_become_code_spans() {
         assert_eq!(
             code_list("retries@caller, overlap@api.v2"),
             "`retries@caller`, `overlap@api.v2`"
         );
         assert_eq!(code_list(""), "");
-    }
-
-    #[test]
-    fn markup_in_text_cells_is_escaped() {
-        assert_eq!(escape("op_1 *x* <b>"), "op\\_1 \\*x\\* \\<b\\>");
-        assert_eq!(row(&["a|b".into(), "".into()]), "| a\\|b |   |\n");
     }
 }

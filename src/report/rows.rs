@@ -1,7 +1,16 @@
 //! Per-operation formats: JSON Lines (one object per operation), and CSV and Parquet (via
 //! polars, with one `<hop>_attempts` column per hop, like the usual jq funnel one-liner).
+//!
+//! JSON Lines and Parquet keep the input's IDs as they were (JSON escapes what it must).
+//! CSV is opened in spreadsheets, so its text cells go through [`escape::csv_cell`]: a
+//! cell that starts with a formula character is prefixed with `'`, and control characters
+//! are shown as visible escapes.
+
+use std::borrow::Cow;
 
 use polars::prelude::*;
+
+use crate::escape;
 
 use crate::analysis::Analysis;
 use crate::config::HopOrder;
@@ -26,19 +35,29 @@ pub fn jsonl(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The per-operation table as a polars frame (CSV and Parquet write this).
-pub fn operation_frame(analysis: &Analysis, hops: &HopOrder) -> PolarsResult<DataFrame> {
+/// How a text cell is written: as it is (Parquet), or escaped (CSV).
+type Cell = for<'t> fn(&'t str) -> Cow<'t, str>;
+
+/// The per-operation table as a polars frame (CSV and Parquet write this), its text cells
+/// written by `cell`.
+pub fn operation_frame(
+    analysis: &Analysis,
+    hops: &HopOrder,
+    cell: Cell,
+) -> PolarsResult<DataFrame> {
     let ops = &analysis.operations;
     let mut columns = vec![
         Column::new(
             "test_run_id".into(),
             ops.iter()
-                .map(|o| o.key.test_run_id.as_deref())
+                .map(|o| o.key.test_run_id.as_deref().map(|r| cell(r).into_owned()))
                 .collect::<Vec<_>>(),
         ),
         Column::new(
             "operation_id".into(),
-            ops.iter().map(|o| &*o.key.operation_id).collect::<Vec<_>>(),
+            ops.iter()
+                .map(|o| cell(&o.key.operation_id).into_owned())
+                .collect::<Vec<_>>(),
         ),
         Column::new(
             "class".into(),
@@ -47,7 +66,10 @@ pub fn operation_frame(analysis: &Analysis, hops: &HopOrder) -> PolarsResult<Dat
         Column::new(
             "first_multiplying_hop".into(),
             ops.iter()
-                .map(|o| o.first_multiplying_hop.map(|h| hops.name(h)))
+                .map(|o| {
+                    o.first_multiplying_hop
+                        .map(|h| cell(hops.name(h)).into_owned())
+                })
                 .collect::<Vec<_>>(),
         ),
     ];
@@ -66,11 +88,13 @@ pub fn operation_frame(analysis: &Analysis, hops: &HopOrder) -> PolarsResult<Dat
             "findings".into(),
             ops.iter()
                 .map(|o| {
-                    o.findings
+                    let findings = o
+                        .findings
                         .iter()
                         .map(|f| format!("{}@{}", f.kind.name(), hops.name(f.hop)))
                         .collect::<Vec<_>>()
-                        .join(";")
+                        .join(";");
+                    cell(&findings).into_owned()
                 })
                 .collect::<Vec<_>>(),
         ),
@@ -91,7 +115,7 @@ pub fn operation_frame(analysis: &Analysis, hops: &HopOrder) -> PolarsResult<Dat
 }
 
 pub fn csv(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
-    let mut frame = operation_frame(analysis, hops)?;
+    let mut frame = operation_frame(analysis, hops, escape::csv_cell)?;
     let mut out = Vec::new();
     CsvWriter::new(&mut out)
         .include_header(true)
@@ -101,7 +125,7 @@ pub fn csv(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
 
 /// The per-operation table as a Parquet file (polars' default compression, zstd).
 pub fn parquet(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
-    let mut frame = operation_frame(analysis, hops)?;
+    let mut frame = operation_frame(analysis, hops, |text| Cow::Borrowed(text))?;
     let mut out = Vec::new();
     ParquetWriter::new(&mut out).finish(&mut frame)?;
     Ok(out)

@@ -5,8 +5,9 @@
 
 use super::layout::{count, funnel_text, millis};
 use crate::classify::{Class, Role};
+use crate::escape::terminal;
 use crate::summary::OperationView;
-use crate::timeline::{OperationTimeline, TimelineAttempt};
+use crate::timeline::{OperationTimeline, TimelineAttempt, TimelineOverlap};
 
 /// Width of the text timeline: fits beside a short label in a 100-column terminal.
 pub const TIMELINE_COLUMNS: usize = 60;
@@ -104,17 +105,25 @@ fn gap_text(a: &TimelineAttempt) -> String {
 
 /// The tree prefix of each attempt in tree order: `├ `, `│ └ `, …
 fn tree_prefixes(t: &OperationTimeline) -> Vec<String> {
-    let depth = |pos: usize| t.attempts[t.tree_order[pos] as usize].depth;
-    let mut out = Vec::with_capacity(t.tree_order.len());
+    let depth = |pos: usize| t.attempts[t.tree_order[pos] as usize].depth as usize;
+    let n = t.tree_order.len();
+    // Whether a later sibling follows each position: one pass from the end, keeping per
+    // depth whether a node at that depth came after the last shallower one.
+    let mut later_sibling = vec![false; n];
+    let mut seen: Vec<bool> = Vec::new();
+    for pos in (0..n).rev() {
+        let d = depth(pos);
+        later_sibling[pos] = seen.get(d).copied().unwrap_or(false);
+        seen.resize(d + 1, false);
+        seen[d] = true;
+    }
+    let mut out = Vec::with_capacity(n);
     // On the current path, per depth: whether a later sibling still follows.
     let mut open: Vec<bool> = Vec::new();
-    for pos in 0..t.tree_order.len() {
+    for pos in 0..n {
         let d = depth(pos);
-        let has_later_sibling = (pos + 1..t.tree_order.len())
-            .map(depth)
-            .take_while(|&e| e >= d)
-            .any(|e| e == d);
-        open.truncate(d as usize);
+        let has_later_sibling = later_sibling[pos];
+        open.truncate(d);
         let mut prefix = String::new();
         if d > 0 {
             for &more in open.iter().skip(1) {
@@ -130,7 +139,7 @@ fn tree_prefixes(t: &OperationTimeline) -> Vec<String> {
 
 /// One attempt's bar: `=` while it ran, `#` while it overlapped another attempt of its
 /// line, `>` at the end of one still in flight when the trace ended.
-fn bar(t: &OperationTimeline, index: usize) -> String {
+fn bar(t: &OperationTimeline, index: usize, overlaps: &[&TimelineOverlap]) -> String {
     let a = &t.attempts[index];
     let w = TIMELINE_COLUMNS;
     let span = if t.end_ms > 0.0 { t.end_ms } else { 1.0 };
@@ -144,10 +153,7 @@ fn bar(t: &OperationTimeline, index: usize) -> String {
     let mut cells = vec![' '; w];
     for (c, cell) in cells.iter_mut().enumerate().take(last + 1).skip(first) {
         let (lo, hi) = (c as f64 * span / w as f64, (c + 1) as f64 * span / w as f64);
-        let overlapping = t
-            .overlaps
-            .iter()
-            .any(|o| o.attempts.contains(&(index as u32)) && o.start_ms < hi && o.end_ms > lo);
+        let overlapping = overlaps.iter().any(|o| o.start_ms < hi && o.end_ms > lo);
         *cell = if overlapping { '#' } else { '=' };
     }
     if a.finish_ms.is_none() {
@@ -167,7 +173,40 @@ fn pad_left(text: &str, width: usize) -> String {
     format!("{}{text}", " ".repeat(width.saturating_sub(n)))
 }
 
+/// `view` with every string that came from the input (or from a hop name) escaped for the
+/// terminal, so that the layout below can count columns and nothing in an ID acts.
+fn escaped(view: &OperationView) -> OperationView {
+    let mut v = view.clone();
+    let esc = |s: &mut String| {
+        if let std::borrow::Cow::Owned(e) = terminal(s) {
+            *s = e;
+        }
+    };
+    let r = &mut v.record;
+    r.test_run_id.iter_mut().for_each(esc);
+    esc(&mut r.operation_id);
+    r.first_multiplying_hop.iter_mut().for_each(esc);
+    r.findings.iter_mut().for_each(esc);
+    r.attempts.0.iter_mut().for_each(|(hop, _)| esc(hop));
+    let t = &mut v.timeline;
+    t.test_run_id.iter_mut().for_each(esc);
+    esc(&mut t.operation_id);
+    t.first_multiplying_hop.iter_mut().for_each(esc);
+    t.rows.iter_mut().for_each(|row| esc(&mut row.hop));
+    for a in &mut t.attempts {
+        esc(&mut a.hop);
+        a.target.iter_mut().for_each(esc);
+        a.message_id.iter_mut().for_each(esc);
+        a.line_key.iter_mut().for_each(esc);
+        a.outcome.iter_mut().for_each(esc);
+    }
+    t.overlaps.iter_mut().for_each(|o| esc(&mut o.hop));
+    t.bursts.iter_mut().for_each(|b| esc(&mut b.hop));
+    v
+}
+
 pub fn render(view: &OperationView) -> String {
+    let view = &escaped(view);
     let r = &view.record;
     let t = &view.timeline;
     let mut out = String::new();
@@ -271,11 +310,18 @@ pub fn render(view: &OperationView) -> String {
         pad("", short_w),
         " ".repeat((TIMELINE_COLUMNS + 2).saturating_sub(left.len() + right.chars().count()))
     ));
+    // The overlaps of each attempt, gathered once.
+    let mut overlaps_of: Vec<Vec<&TimelineOverlap>> = vec![Vec::new(); t.attempts.len()];
+    for o in &t.overlaps {
+        for &i in &o.attempts {
+            overlaps_of[i as usize].push(o);
+        }
+    }
     for (&i, label) in t.tree_order.iter().zip(&short) {
         out.push_str(&format!(
             "{} |{}|\n",
             pad(label, short_w),
-            bar(t, i as usize)
+            bar(t, i as usize, &overlaps_of[i as usize])
         ));
     }
     out.push_str(&format!(
