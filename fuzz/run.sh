@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for a bounded time (#13). The targets are tests in the crate
+# (`fuzz_*`, driven by src/fuzz.rs on stable Rust): each replays fuzz/corpus/<target>/ and
+# then mutates it for FUZZ_SECONDS. A failing input is saved under fuzz/crashes/<target>/
+# and the script exits 1; once fixed, commit the input to fuzz/corpus/<target>/, where every
+# `cargo test` replays it.
+#
+#   fuzz/run.sh                          # every target, 60 s each
+#   FUZZ_SECONDS=600 fuzz/run.sh         # longer
+#   fuzz/run.sh jsonl gate               # some targets only
+#   FUZZ_SEED=12345 fuzz/run.sh ingest   # replay the run a failure names
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+declare -A TEST=(
+  [jsonl]=ingest::jsonl::tests::fuzz_jsonl
+  [logfmt]=ingest::logfmt::tests::fuzz_logfmt
+  [otlp]=ingest::otlp::tests::fuzz_otlp
+  [zipkin]=ingest::zipkin::tests::fuzz_zipkin
+  [ingest]=ingest::tests::fuzz_ingest
+  [parquet]=ingest::tests::fuzz_parquet
+  [gate]=gate::tests::fuzz_gate
+  [policy]=policy::tests::fuzz_policy
+)
+TARGETS=(jsonl logfmt otlp zipkin ingest gate policy parquet)
+[ $# -gt 0 ] && TARGETS=("$@")
+export FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+
+cargo test --release --bin attempt-funnel --no-run || exit 2
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+for target in "${TARGETS[@]}"; do
+  name=${TEST[$target]:-}
+  if [ -z "$name" ]; then
+    echo "fuzz: unknown target '$target' (targets: ${!TEST[*]})" >&2
+    exit 2
+  fi
+  echo "fuzz: $target for $FUZZ_SECONDS s" >&2
+  if cargo test -q --release --bin attempt-funnel -- --exact "$name" --nocapture >"$log" 2>&1; then
+    grep -E '^fuzz ' "$log" >&2
+  else
+    status=1
+    grep -E 'fuzz target|FUZZ_SEED|panicked' "$log" >&2 || cat "$log" >&2
+  fi
+done
+exit $status
