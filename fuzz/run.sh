@@ -19,7 +19,7 @@ declare -A TEST=(
   [zipkin]=ingest::zipkin::tests::fuzz_zipkin
   [ingest]=ingest::tests::fuzz_ingest
   [parquet]=ingest::tests::fuzz_parquet
-  [gate]=gate::tests::fuzz_gate
+  [gate]=gate::condition::tests::fuzz_gate
   [policy]=policy::tests::fuzz_policy
 )
 TARGETS=(jsonl logfmt otlp zipkin ingest gate policy parquet)

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use crate::config::Rules;
 use crate::model::{Attempt, Millis, Sym};
+use crate::rules::Rules;
 
 /// What caused an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -222,7 +222,7 @@ pub mod tests_support {
 mod tests {
     use super::tests_support::attempt;
     use super::*;
-    use crate::config::HopOrder;
+    use crate::rules::HopOrder;
 
     fn rules() -> Rules {
         Rules::new(HopOrder::default())

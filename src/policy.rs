@@ -27,7 +27,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
-use crate::config::HopOrder;
+use crate::rules::HopOrder;
 
 /// A valid policy, shown in every policy error so the fix is one copy away.
 pub const EXAMPLE: &str = r#"fail_on = ["nested-retry > 0", "overlap > 1%"]
@@ -239,7 +239,7 @@ mod tests {
     /// Fuzz target (see `crate::fuzz`): no policy text makes the policy reader panic.
     #[test]
     fn fuzz_policy() {
-        let hops = crate::config::HopOrder::default();
+        let hops = crate::rules::HopOrder::default();
         crate::fuzz::run("policy", |bytes| {
             if let Ok(policy) = parse(&String::from_utf8_lossy(bytes)) {
                 let _ = policy.check_hops(&hops);

@@ -943,11 +943,7 @@ fn input_text_never_reaches_a_terminal_or_a_document_raw() {
     }
     // `show` and `convert` and the bad-line messages without --skip-invalid.
     let show = run_guarded(
-        &[
-            OsStr::new("show"),
-            OsStr::new(&evil_id()),
-            path.as_os_str(),
-        ],
+        &[OsStr::new("show"), OsStr::new(&evil_id()), path.as_os_str()],
         None,
         None,
     );

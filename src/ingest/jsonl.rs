@@ -354,7 +354,7 @@ mod tests {
             "Infinity",
             "NaN",
         ];
-        let hops = crate::config::HopOrder::default();
+        let hops = crate::rules::HopOrder::default();
         for value in values {
             for key in [
                 "start_ms",
@@ -401,7 +401,7 @@ mod tests {
     /// and no line makes either panic.
     #[test]
     fn fuzz_jsonl() {
-        let hops = crate::config::HopOrder::default();
+        let hops = crate::rules::HopOrder::default();
         crate::fuzz::run("jsonl", |bytes| {
             let text = String::from_utf8_lossy(bytes);
             for line in text.lines() {

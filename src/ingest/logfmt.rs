@@ -116,7 +116,7 @@ mod tests {
     /// panic.
     #[test]
     fn fuzz_logfmt() {
-        let hops = crate::config::HopOrder::default();
+        let hops = crate::rules::HopOrder::default();
         crate::fuzz::run("logfmt", |bytes| {
             for line in String::from_utf8_lossy(bytes).lines() {
                 let _ = parse(line).and_then(|f| f.check(&hops));

@@ -1,6 +1,7 @@
 //! Ingest: reads files or stdin in chunks, detects each file's line format, parses and
-//! validates lines in parallel, and interns them into [`Event`]s. Bad lines become
-//! [`InputIssue`]s (`path:line: what is wrong`), never panics and never silent drops.
+//! validates lines in parallel, and interns them into [`Event`]s. Bad lines are recorded in
+//! [`Diagnostics`] (`path:line: what is wrong`), never panics and never silent drops. Every
+//! reader works through one [`Reader`] context.
 //!
 //! Which inputs there are and how they are opened (directories, glob patterns, gzip, zstd,
 //! Parquet) is [`source`]'s business; Parquet rows are read by [`parquet`]; the progress
@@ -18,90 +19,69 @@ mod zipkin;
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use rayon::prelude::*;
 
-use crate::config::{BadInputPolicy, HopOrder, InputConfig, InputFormat};
-use crate::model::{Event, EventFields, Interner, OperationKey, SourceRef, Sym, Timing};
-pub use fields::{CheckedLine, CheckedTiming};
+use crate::diagnostics::{BadInputPolicy, Diagnostics};
+use crate::model::{Event, EventFields, Interner, OperationKey, SourceRef, Sym};
+use crate::rules::HopOrder;
+pub use fields::CheckedLine;
 use progress::Progress;
 use source::Content;
+use spans::mapping::SpanMapping;
+use spans::resolve::{MappedSpan, SpanStats};
 
 /// Bytes read per chunk. Large enough that parallel parsing amortises its overhead, small
 /// enough that the raw text of only one chunk is in memory at a time.
 const CHUNK_BYTES: usize = 8 << 20;
 
-/// A bad input line, as `path:line: message`.
+/// Which line format a file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    Auto,
+    Jsonl,
+    Logfmt,
+    /// OpenTelemetry OTLP JSON, one `{"resourceSpans":[…]}` per line (docs/formats.md).
+    Otlp,
+    /// Zipkin v2 JSON: a span, or an array of spans, per line (docs/formats.md).
+    Zipkin,
+}
+
+/// Where input comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputIssue {
-    pub path: String,
-    pub line: u64,
-    pub message: String,
+pub enum InputPath {
+    Stdin,
+    File(PathBuf),
 }
 
-impl std::fmt::Display for InputIssue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Both may quote the input: escaped, neither can act on the terminal nor forge a
-        // message line of its own.
-        write!(
-            f,
-            "{}:{}: {}",
-            crate::escape::terminal(&self.path),
-            self.line,
-            crate::escape::terminal(&self.message)
-        )
-    }
-}
-
-/// Bad input lines: the first [`Issues::KEPT`] kept whole, to be shown; every one counted.
-/// A hostile input can hold millions of bad lines, and their messages are not worth the
-/// memory (a 64 KB gzip of 32 M bad lines once took 7 GB).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Issues {
-    kept: Vec<InputIssue>,
-    total: u64,
-}
-
-impl Issues {
-    /// Bad lines shown one by one; the rest are only counted.
-    pub const KEPT: usize = 10;
-
-    pub fn push(&mut self, issue: InputIssue) {
-        self.total += 1;
-        if self.kept.len() < Self::KEPT {
-            self.kept.push(issue);
-        }
-    }
-
-    /// Every bad line, the ones not kept included.
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-}
-
-impl Extend<InputIssue> for Issues {
-    fn extend<I: IntoIterator<Item = InputIssue>>(&mut self, issues: I) {
-        for issue in issues {
-            self.push(issue);
+impl InputPath {
+    pub fn display(&self) -> String {
+        match self {
+            InputPath::Stdin => "<stdin>".to_string(),
+            InputPath::File(p) => p.display().to_string(),
         }
     }
 }
 
-/// The kept bad lines, in the order they were found.
-impl std::ops::Deref for Issues {
-    type Target = [InputIssue];
-    fn deref(&self) -> &[InputIssue] {
-        &self.kept
-    }
+/// Input options shared by every subcommand that reads events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputConfig {
+    pub paths: Vec<InputPath>,
+    pub format: InputFormat,
+    pub bad_input: BadInputPolicy,
+    /// Show a progress line on stderr while reading (stderr is a terminal, not under CI).
+    pub progress: bool,
+    /// `--max-line-bytes`: the longest line read; longer ones are bad lines, skipped
+    /// without being held. `None`: the default for the line format ([`max_line_bytes`]).
+    pub max_line_bytes: Option<u64>,
+    /// How OTLP and Zipkin spans become attempts.
+    pub spans: SpanMapping,
 }
 
-/// Everything read from the inputs.
-#[derive(Debug, Default)]
+/// Everything read from the inputs: what the analysis receives.
+#[derive(Debug)]
 pub struct Ingested {
     pub events: Vec<Event>,
     /// The (test run, operation) keys; `Event::op` indexes this.
@@ -111,12 +91,10 @@ pub struct Ingested {
     pub files: Vec<String>,
     /// Non-blank lines read.
     pub lines_read: u64,
-    pub issues: Issues,
+    /// The bad lines found so far, and the policy for them.
+    pub diagnostics: Diagnostics,
     /// What became of the spans, when an input was OTLP or Zipkin.
-    pub span_stats: Option<spans::SpanStats>,
-    op_index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
-    /// Spans read so far; they become events once every input has been read.
-    spans: Vec<spans::MappedSpan>,
+    pub span_stats: Option<SpanStats>,
 }
 
 impl Ingested {
@@ -131,61 +109,6 @@ impl Ingested {
     pub fn location(&self, source: SourceRef) -> String {
         format!("{}:{}", self.files[source.file as usize], source.line)
     }
-
-    /// Records a bad input line; under `--strict` it stops the run.
-    pub(crate) fn bad_line(
-        &mut self,
-        path: &str,
-        line: u64,
-        message: String,
-        policy: BadInputPolicy,
-    ) -> Result<()> {
-        let issue = InputIssue {
-            path: path.to_string(),
-            line,
-            message,
-        };
-        if policy == BadInputPolicy::Strict {
-            bail!("{issue}\n(stopped at the first bad line because of --strict)");
-        }
-        self.issues.push(issue);
-        Ok(())
-    }
-
-    fn push(&mut self, source: SourceRef, line: CheckedLine) {
-        let run = line.test_run_id.as_deref().map(|r| self.strings.intern(r));
-        let id = self.strings.intern(&line.operation_id);
-        let next = self.operations.len() as u32;
-        let op = *self.op_index.entry((run, id)).or_insert(next);
-        if op == next {
-            self.operations.push((run, id));
-        }
-        let mut intern = |s: Option<std::borrow::Cow<str>>| s.map(|s| self.strings.intern(&s));
-        let timing = match line.timing {
-            CheckedTiming::Record {
-                start_ms,
-                finish_ms,
-            } => Timing::Record {
-                start_ms,
-                finish_ms,
-            },
-            CheckedTiming::Point { kind, at_ms } => Timing::Point { kind, at_ms },
-        };
-        let fields = EventFields {
-            attempt: line.attempt,
-            delivery: line.delivery,
-            target: intern(line.target),
-            message_id: intern(line.message_id),
-            span_id: intern(line.span_id),
-            parent_id: intern(line.parent_id),
-            delay_ms: line.delay_ms,
-            retry_after_ms: line.retry_after_ms,
-            outcome: line.outcome,
-            effect: line.effect,
-        };
-        let event = Event::new(source, op, line.hop, timing, fields);
-        self.events.push(event);
-    }
 }
 
 /// Reads every input named in `config`, in order (directories and patterns expanded).
@@ -195,28 +118,22 @@ pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
         eprintln!("attempt-funnel: {note}");
     }
     let mut progress = Progress::new(config.progress, source::total_size(&inputs));
-    let mut out = Ingested::default();
-    reserve_for(source::total_size(&inputs), &mut out);
+    let mut reader = Reader::new(config, hops);
+    reader.reserve_for(source::total_size(&inputs));
     for input in &inputs {
         let name = &input.name;
         let content = source::open(input, &progress.counter())?;
-        let file = out.files.len() as u32;
-        out.files.push(name.clone());
+        let file = reader.add_file(name);
         match content {
-            Content::Lines(reader) => {
-                read_one(reader, file, name, config, hops, &mut progress, &mut out)
-            }
+            Content::Lines(lines) => reader.read_lines(lines, file, &mut progress),
             Content::Parquet(data) => {
-                guarded(|| parquet::read(data, input, file, config, hops, &mut progress, &mut out))
+                guarded(|| parquet::read(data, input, file, &mut reader, &mut progress))
             }
         }
         .with_context(|| format!("could not read '{name}'"))?;
     }
     progress.finish();
-    if out.span_stats.is_some() {
-        push_spans(config, &mut out)?;
-    }
-    Ok(out)
+    reader.finish()
 }
 
 /// Runs the Parquet reader, turning a panic inside it into an error. polars panics on some
@@ -233,7 +150,7 @@ fn guarded(read: impl FnOnce() -> Result<()>) -> Result<()> {
                 .map(|s| s.to_string())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "the reader failed".to_string());
-            bail!(
+            anyhow::bail!(
                 "not a readable Parquet file: it is corrupt or truncated ({}); write it again, or convert it to JSON Lines",
                 crate::escape::terminal(why.lines().next().unwrap_or(""))
             )
@@ -250,11 +167,6 @@ const MIN_EVENT_LINE_BYTES: u64 = 35;
 /// input (43 M events) took more address space than a `ulimit -v` of 3 GB allows, before
 /// a single line was read. Past this the vector grows as it fills.
 const MAX_EVENTS_RESERVED: u64 = 1 << 22;
-
-fn reserve_for(bytes_on_disk: Option<u64>, out: &mut Ingested) {
-    let events = (bytes_on_disk.unwrap_or(0) / MIN_EVENT_LINE_BYTES).min(MAX_EVENTS_RESERVED);
-    out.events.reserve(events as usize);
-}
 
 /// Longest attempt-event line read by default (`--max-line-bytes`): a real event is a few
 /// hundred bytes, so a megabyte is already a broken writer or a hostile input.
@@ -292,115 +204,384 @@ fn is_blank(bytes: &[u8]) -> bool {
     bytes.iter().all(u8::is_ascii_whitespace)
 }
 
-fn read_one(
-    mut reader: Box<dyn Read + Send>,
-    file: u32,
-    name: &str,
-    config: &InputConfig,
-    hops: &HopOrder,
-    progress: &mut Progress,
-    out: &mut Ingested,
-) -> Result<()> {
-    let mut format = match config.format {
-        InputFormat::Auto => None,
-        forced => Some(forced),
-    };
-    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
-    let mut next_line: u64 = 1;
-    let mut first_read = true;
-    let mut long: Option<LongLine> = None;
-    loop {
-        let had = buf.len();
-        (&mut reader)
-            .take(CHUNK_BYTES as u64)
-            .read_to_end(&mut buf)?;
-        let eof = buf.len() == had;
-        if std::mem::take(&mut first_read) && buf.starts_with(BOM) {
-            buf.drain(..BOM.len());
-        }
-        // The rest of a line over the limit is dropped as it comes, never held.
-        if let Some(l) = &mut long {
-            let end = memchr::memchr(b'\n', &buf);
-            let part = &buf[..end.unwrap_or(buf.len())];
-            l.bytes += part.len() as u64;
-            l.blank &= is_blank(part);
-            match end {
-                Some(i) => {
-                    buf.drain(..=i);
-                }
-                None => {
-                    buf.clear();
-                    if !eof {
-                        continue;
-                    }
-                }
-            }
-            let l = long.take().expect("set above");
-            next_line = l.line + 1;
-            if !l.blank {
-                let limit = max_line_bytes(config, format);
-                out.bad_line(name, l.line, too_long(l.bytes, limit), config.bad_input)?;
-            }
-            if eof && buf.is_empty() {
-                return Ok(());
-            }
-        }
-        // Only whole lines are parsed; the tail waits for the next read, or is the last line.
-        let end = if eof {
-            buf.len()
-        } else {
-            match memchr::memrchr(b'\n', &buf) {
-                Some(i) => i + 1,
-                None => {
-                    // A line longer than a chunk: keep reading, up to the limit.
-                    if buf.len() as u64 > max_line_bytes(config, format) {
-                        long = Some(LongLine {
-                            line: next_line,
-                            bytes: buf.len() as u64,
-                            blank: is_blank(&buf),
-                        });
-                        buf.clear();
-                    }
-                    continue;
-                }
-            }
-        };
-        // The format is decided by the first non-blank line, however far in it is.
-        if format.is_none() && !is_blank(&buf[..end]) {
-            format = Some(detect_format(&buf[..end]));
-        }
-        match format {
-            None => next_line += memchr::memchr_iter(b'\n', &buf[..end]).count() as u64,
-            Some(format) => {
-                let reading = Reading {
-                    file,
-                    name,
-                    format,
-                    config,
-                    hops,
-                    max_line_bytes: max_line_bytes(config, Some(format)),
-                };
-                next_line = match format {
-                    // Span formats map whole lines to several attempts; the rest to one
-                    // event each.
-                    InputFormat::Otlp | InputFormat::Zipkin => {
-                        reading.parse_span_chunk(&buf[..end], eof, next_line, out)?
-                    }
-                    _ => reading.parse_chunk(&buf[..end], eof, next_line, out)?,
-                };
-            }
-        }
-        buf.drain(..end);
-        progress.update(out.events.len(), out.operations.len());
-        if eof {
-            return Ok(());
-        }
-    }
-}
-
 /// The message of a line over the limit.
 fn too_long(bytes: u64, limit: u64) -> String {
     format!("line is {bytes} bytes, longer than the limit of {limit} bytes, and was skipped: split it, or raise the limit with --max-line-bytes (e.g. --max-line-bytes 64MiB)")
+}
+
+/// The input being read: its index in [`Ingested::files`] and its display name.
+#[derive(Clone, Copy)]
+pub(super) struct File<'n> {
+    pub index: u32,
+    pub name: &'n str,
+}
+
+/// The context every reader (lines of every format, Parquet rows) shares: the settings,
+/// what has been read so far, and the scratch that only reading needs (the operation index,
+/// the spans waiting for every input to be read).
+pub(super) struct Reader<'c> {
+    pub config: &'c InputConfig,
+    pub hops: &'c HopOrder,
+    pub out: Ingested,
+    op_index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
+    /// Spans read so far; they become events once every input has been read.
+    spans: Vec<MappedSpan>,
+}
+
+impl<'c> Reader<'c> {
+    pub fn new(config: &'c InputConfig, hops: &'c HopOrder) -> Reader<'c> {
+        Reader {
+            config,
+            hops,
+            out: Ingested {
+                events: Vec::new(),
+                operations: Vec::new(),
+                strings: Interner::default(),
+                files: Vec::new(),
+                lines_read: 0,
+                diagnostics: Diagnostics::new(config.bad_input),
+                span_stats: None,
+            },
+            op_index: HashMap::default(),
+            spans: Vec::new(),
+        }
+    }
+
+    fn reserve_for(&mut self, bytes_on_disk: Option<u64>) {
+        let events = (bytes_on_disk.unwrap_or(0) / MIN_EVENT_LINE_BYTES).min(MAX_EVENTS_RESERVED);
+        self.out.events.reserve(events as usize);
+    }
+
+    /// Names the next input; its index is the `file` of its events' [`SourceRef`]s.
+    pub fn add_file(&mut self, name: &str) -> u32 {
+        self.out.files.push(name.to_string());
+        (self.out.files.len() - 1) as u32
+    }
+
+    /// Ends the reading: resolves the spans read, if any input held spans.
+    pub fn finish(mut self) -> Result<Ingested> {
+        if self.out.span_stats.is_some() {
+            self.push_spans()?;
+        }
+        Ok(self.out)
+    }
+
+    /// Records a bad line of `file`; under `--strict` it stops the run.
+    pub fn bad_line(&mut self, file: File, line: u64, message: String) -> Result<()> {
+        self.out.diagnostics.bad_line(file.name, line, message)
+    }
+
+    /// Keeps a validated line as an event.
+    pub fn push(&mut self, source: SourceRef, line: CheckedLine) {
+        let out = &mut self.out;
+        let run = line.test_run_id.as_deref().map(|r| out.strings.intern(r));
+        let id = out.strings.intern(&line.operation_id);
+        let next = out.operations.len() as u32;
+        let op = *self.op_index.entry((run, id)).or_insert(next);
+        if op == next {
+            out.operations.push((run, id));
+        }
+        let mut intern = |s: Option<std::borrow::Cow<str>>| s.map(|s| out.strings.intern(&s));
+        let fields = EventFields {
+            attempt: line.attempt,
+            delivery: line.delivery,
+            target: intern(line.target),
+            message_id: intern(line.message_id),
+            span_id: intern(line.span_id),
+            parent_id: intern(line.parent_id),
+            delay_ms: line.delay_ms,
+            retry_after_ms: line.retry_after_ms,
+            outcome: line.outcome,
+            effect: line.effect,
+        };
+        let event = Event::new(source, op, line.hop, line.timing, fields);
+        out.events.push(event);
+    }
+
+    /// Reads one input of lines, chunk by chunk, in the format given or detected.
+    fn read_lines(
+        &mut self,
+        mut lines: Box<dyn Read + Send>,
+        index: u32,
+        progress: &mut Progress,
+    ) -> Result<()> {
+        let name = self.out.files[index as usize].clone();
+        let file = File { index, name: &name };
+        let mut format = match self.config.format {
+            InputFormat::Auto => None,
+            forced => Some(forced),
+        };
+        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
+        let mut next_line: u64 = 1;
+        let mut first_read = true;
+        let mut long: Option<LongLine> = None;
+        loop {
+            let had = buf.len();
+            (&mut lines)
+                .take(CHUNK_BYTES as u64)
+                .read_to_end(&mut buf)?;
+            let eof = buf.len() == had;
+            if std::mem::take(&mut first_read) && buf.starts_with(BOM) {
+                buf.drain(..BOM.len());
+            }
+            // The rest of a line over the limit is dropped as it comes, never held.
+            if let Some(l) = &mut long {
+                let end = memchr::memchr(b'\n', &buf);
+                let part = &buf[..end.unwrap_or(buf.len())];
+                l.bytes += part.len() as u64;
+                l.blank &= is_blank(part);
+                match end {
+                    Some(i) => {
+                        buf.drain(..=i);
+                    }
+                    None => {
+                        buf.clear();
+                        if !eof {
+                            continue;
+                        }
+                    }
+                }
+                let l = long.take().expect("set above");
+                next_line = l.line + 1;
+                if !l.blank {
+                    let limit = max_line_bytes(self.config, format);
+                    self.bad_line(file, l.line, too_long(l.bytes, limit))?;
+                }
+                if eof && buf.is_empty() {
+                    return Ok(());
+                }
+            }
+            // Only whole lines are parsed; the tail waits for the next read, or is the last line.
+            let end = if eof {
+                buf.len()
+            } else {
+                match memchr::memrchr(b'\n', &buf) {
+                    Some(i) => i + 1,
+                    None => {
+                        // A line longer than a chunk: keep reading, up to the limit.
+                        if buf.len() as u64 > max_line_bytes(self.config, format) {
+                            long = Some(LongLine {
+                                line: next_line,
+                                bytes: buf.len() as u64,
+                                blank: is_blank(&buf),
+                            });
+                            buf.clear();
+                        }
+                        continue;
+                    }
+                }
+            };
+            // The format is decided by the first non-blank line, however far in it is.
+            if format.is_none() && !is_blank(&buf[..end]) {
+                format = Some(detect_format(&buf[..end]));
+            }
+            match format {
+                None => next_line += memchr::memchr_iter(b'\n', &buf[..end]).count() as u64,
+                Some(format) => {
+                    let chunk = Chunk {
+                        bytes: &buf[..end],
+                        at_eof: eof,
+                        first_line: next_line,
+                        max_line_bytes: max_line_bytes(self.config, Some(format)),
+                    };
+                    next_line = match format {
+                        // Span formats map a line to several attempts; the rest to one event
+                        // each.
+                        InputFormat::Otlp | InputFormat::Zipkin => {
+                            self.span_chunk(file, format, &chunk)?
+                        }
+                        _ => self.event_chunk(file, format, &chunk)?,
+                    };
+                }
+            }
+            buf.drain(..end);
+            progress.update(self.out.events.len(), self.out.operations.len());
+            if eof {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Parses the non-blank lines of a chunk in parallel with `parse` (given the line's
+    /// text, its source, and whether it is a last line cut short), [`LINES_PER_BATCH`] at a
+    /// time, then hands each result, in line order, to `keep`, which returns the line's
+    /// problems; each is recorded as a bad line. A line over the chunk's limit is a bad
+    /// line. Blank lines cost a scan, nothing more. Returns the number of the chunk's next
+    /// line.
+    fn chunk_lines<'b, T: Send>(
+        &mut self,
+        file: File,
+        chunk: &Chunk<'b>,
+        not_utf8: &str,
+        parse: impl Fn(&'b str, SourceRef, bool) -> Result<T, String> + Sync,
+        mut keep: impl FnMut(&mut Self, SourceRef, T) -> Vec<String>,
+    ) -> Result<u64> {
+        let bytes = chunk.bytes;
+        let truncated_tail = chunk.at_eof && bytes.last() != Some(&b'\n');
+        let source = |line: u64| SourceRef {
+            file: file.index,
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+        };
+        // (line number, bytes without the newline and a final CR, last line cut short)
+        let mut batch: Vec<(u64, &'b [u8], bool)> =
+            Vec::with_capacity(LINES_PER_BATCH.min(bytes.len() / 16 + 1));
+        let mut line = chunk.first_line;
+        let mut start = 0;
+        while start < bytes.len() {
+            let (raw, next) = match memchr::memchr(b'\n', &bytes[start..]) {
+                Some(i) => (&bytes[start..start + i], start + i + 1),
+                None => (&bytes[start..], bytes.len()),
+            };
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            if !is_blank(raw) {
+                batch.push((line, raw, truncated_tail && next == bytes.len()));
+            }
+            line += 1;
+            start = next;
+            if batch.len() == LINES_PER_BATCH || (start >= bytes.len() && !batch.is_empty()) {
+                let parsed: Vec<Result<T, String>> = batch
+                    .par_iter()
+                    .map(|&(n, raw, unterminated)| {
+                        if raw.len() as u64 > chunk.max_line_bytes {
+                            return Err(too_long(raw.len() as u64, chunk.max_line_bytes));
+                        }
+                        let Ok(text) = std::str::from_utf8(raw) else {
+                            return Err(not_utf8.to_string());
+                        };
+                        parse(text, source(n), unterminated)
+                    })
+                    .collect();
+                for (&(n, _, _), result) in batch.iter().zip(parsed) {
+                    self.out.lines_read += 1;
+                    let problems = match result {
+                        Ok(value) => keep(self, source(n), value),
+                        Err(message) => vec![message],
+                    };
+                    for message in problems {
+                        self.bad_line(file, n, message)?;
+                    }
+                }
+                batch.clear();
+            }
+        }
+        Ok(line)
+    }
+
+    /// JSON Lines or logfmt: one event per line.
+    fn event_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
+        let hops = self.hops;
+        self.chunk_lines(
+            file,
+            chunk,
+            "not valid UTF-8: attempt events must be UTF-8 text",
+            |text, _, unterminated| {
+                let fields = match format {
+                    InputFormat::Logfmt => logfmt::parse(text),
+                    _ => jsonl::parse(text, unterminated),
+                };
+                fields.and_then(|f| f.check(hops))
+            },
+            |reader, source, checked| {
+                reader.push(source, checked);
+                Vec::new()
+            },
+        )
+    }
+
+    /// OTLP or Zipkin: the spans of each line are kept for [`Reader::push_spans`], as the
+    /// operation and parent of a span may depend on spans later in the input.
+    fn span_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
+        let (mapping, hops) = (&self.config.spans, self.hops);
+        // Marks the input as holding spans, so that push_spans runs even if none was readable.
+        self.out.span_stats.get_or_insert_with(Default::default);
+        self.chunk_lines(
+            file,
+            chunk,
+            "not valid UTF-8: spans must be UTF-8 JSON",
+            |text, source, unterminated| {
+                let read = match format {
+                    InputFormat::Otlp => otlp::parse(text, unterminated),
+                    _ => zipkin::parse(text, unterminated),
+                };
+                read.map(|results| map_spans(results, source, mapping, hops))
+            },
+            |reader, _, mapped| {
+                let mut problems = Vec::new();
+                for m in mapped {
+                    match m {
+                        Ok((span, problem)) => {
+                            reader.spans.push(span);
+                            problems.extend(problem);
+                        }
+                        Err(message) => {
+                            reader
+                                .out
+                                .span_stats
+                                .get_or_insert_with(Default::default)
+                                .spans += 1;
+                            problems.push(message);
+                        }
+                    }
+                }
+                problems
+            },
+        )
+    }
+
+    /// Resolves every span read (operation, test run, parent: see
+    /// [`spans::resolve::resolve`]) and adds the attempts as events.
+    fn push_spans(&mut self) -> Result<()> {
+        let resolved = spans::resolve::resolve(std::mem::take(&mut self.spans), &self.config.spans);
+        self.out
+            .diagnostics
+            .bad_sources(&self.out.files, resolved.problems)?;
+        let unreadable = self.out.span_stats.as_ref().map_or(0, |s| s.spans);
+        let mut stats = resolved.stats;
+        stats.spans += unreadable;
+        self.out.span_stats = Some(stats);
+        for (source, line) in resolved.lines {
+            self.push(source, line);
+        }
+        Ok(())
+    }
+}
+
+/// A chunk of whole lines of one input.
+struct Chunk<'b> {
+    bytes: &'b [u8],
+    /// The input ends with this chunk (its last line may lack a newline).
+    at_eof: bool,
+    /// The number of the chunk's first line, from 1.
+    first_line: u64,
+    /// Lines longer than this are bad lines ([`max_line_bytes`]).
+    max_line_bytes: u64,
+}
+
+/// The spans of one line, each mapped (with a problem to report, if any) or the message of
+/// a span that could not be read.
+type MappedSpans = Vec<Result<(MappedSpan, Option<String>), String>>;
+
+fn map_spans(
+    results: spans::SpanResults,
+    source: SourceRef,
+    mapping: &SpanMapping,
+    hops: &HopOrder,
+) -> MappedSpans {
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(n, r)| {
+            let index = n as u32 + 1;
+            match r {
+                Ok(span) => Ok(spans::resolve::map_span(span, index, source, mapping, hops)),
+                Err(e) => Err(format!(
+                    "{} {}",
+                    spans::resolve::label(index, e.id.as_deref()),
+                    e.message
+                )),
+            }
+        })
+        .collect()
 }
 
 /// By the first non-blank line: `[` is Zipkin (an array of spans); `{` is OTLP when the
@@ -444,255 +625,31 @@ fn spans_format(line: &[u8]) -> Option<InputFormat> {
     }
 }
 
-/// A non-blank line of a chunk: its number, its bytes (without the newline and a final
-/// CR), and whether it is the last line of an input that ends without a newline.
-type NumberedLine<'a> = (u64, &'a [u8], bool);
-
-/// What parsing a chunk of one input needs to know.
-struct Reading<'c> {
-    file: u32,
-    name: &'c str,
-    format: InputFormat,
-    config: &'c InputConfig,
-    hops: &'c HopOrder,
-    max_line_bytes: u64,
-}
-
-impl Reading<'_> {
-    /// Calls `parse` on the non-blank lines of `chunk`, [`LINES_PER_BATCH`] at a time, and
-    /// returns the number of the line after the chunk. Blank lines cost a scan, nothing more.
-    fn batches<'a>(
-        &self,
-        chunk: &'a [u8],
-        at_eof: bool,
-        first_line: u64,
-        mut parse: impl FnMut(&[NumberedLine<'a>]) -> Result<()>,
-    ) -> Result<u64> {
-        let truncated_tail = at_eof && chunk.last() != Some(&b'\n');
-        let mut batch: Vec<NumberedLine> =
-            Vec::with_capacity(LINES_PER_BATCH.min(chunk.len() / 16 + 1));
-        let mut line = first_line;
-        let mut start = 0;
-        while start < chunk.len() {
-            let (raw, next) = match memchr::memchr(b'\n', &chunk[start..]) {
-                Some(i) => (&chunk[start..start + i], start + i + 1),
-                None => (&chunk[start..], chunk.len()),
-            };
-            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-            if !is_blank(raw) {
-                batch.push((line, raw, truncated_tail && next == chunk.len()));
-                if batch.len() == LINES_PER_BATCH {
-                    parse(&batch)?;
-                    batch.clear();
-                }
-            }
-            line += 1;
-            start = next;
-        }
-        if !batch.is_empty() {
-            parse(&batch)?;
-        }
-        Ok(line)
-    }
-
-    /// The line over the limit, if it is.
-    fn too_long(&self, raw: &[u8]) -> Option<String> {
-        (raw.len() as u64 > self.max_line_bytes)
-            .then(|| too_long(raw.len() as u64, self.max_line_bytes))
-    }
-
-    /// Parses OTLP or Zipkin lines in parallel and keeps their spans for [`push_spans`]:
-    /// the operation and parent of a span may depend on spans later in the input.
-    fn parse_span_chunk(
-        &self,
-        chunk: &[u8],
-        at_eof: bool,
-        first_line: u64,
-        out: &mut Ingested,
-    ) -> Result<u64> {
-        // Marks the input as holding spans, so that push_spans runs even if none was
-        // readable.
-        out.span_stats.get_or_insert_with(Default::default);
-        type Mapped = Vec<Result<(spans::MappedSpan, Option<String>), String>>;
-        self.batches(chunk, at_eof, first_line, |batch| {
-            let parsed: Vec<Result<Mapped, String>> = batch
-                .par_iter()
-                .map(|&(line, raw, unterminated)| {
-                    if let Some(why) = self.too_long(raw) {
-                        return Err(why);
-                    }
-                    let Ok(text) = std::str::from_utf8(raw) else {
-                        return Err("not valid UTF-8: spans must be UTF-8 JSON".to_string());
-                    };
-                    let read = match self.format {
-                        InputFormat::Otlp => otlp::parse(text, unterminated),
-                        _ => zipkin::parse(text, unterminated),
-                    };
-                    let source = SourceRef {
-                        file: self.file,
-                        line: u32::try_from(line).unwrap_or(u32::MAX),
-                    };
-                    read.map(|results| {
-                        results
-                            .into_iter()
-                            .enumerate()
-                            .map(|(n, r)| {
-                                let index = n as u32 + 1;
-                                match r {
-                                    Ok(span) => Ok(spans::map_span(
-                                        span,
-                                        index,
-                                        source,
-                                        &self.config.spans,
-                                        self.hops,
-                                    )),
-                                    Err(e) => Err(format!(
-                                        "{} {}",
-                                        spans::label(index, e.id.as_deref()),
-                                        e.message
-                                    )),
-                                }
-                            })
-                            .collect()
-                    })
-                })
-                .collect();
-            for (&(line, _, _), result) in batch.iter().zip(parsed) {
-                out.lines_read += 1;
-                let mut problems = Vec::new();
-                match result {
-                    Err(message) => problems.push(message),
-                    Ok(mapped) => {
-                        for m in mapped {
-                            match m {
-                                Ok((span, problem)) => {
-                                    out.spans.push(span);
-                                    problems.extend(problem);
-                                }
-                                Err(message) => {
-                                    out.span_stats.get_or_insert_with(Default::default).spans += 1;
-                                    problems.push(message);
-                                }
-                            }
-                        }
-                    }
-                }
-                for message in problems {
-                    out.bad_line(self.name, line, message, self.config.bad_input)?;
-                }
-            }
-            Ok(())
-        })
-    }
-
-    /// Parses attempt-event lines (JSON Lines or logfmt) in parallel and adds them.
-    fn parse_chunk(
-        &self,
-        chunk: &[u8],
-        at_eof: bool,
-        first_line: u64,
-        out: &mut Ingested,
-    ) -> Result<u64> {
-        self.batches(chunk, at_eof, first_line, |batch| {
-            let parsed: Vec<Result<CheckedLine, String>> = batch
-                .par_iter()
-                .map(|&(_, raw, unterminated)| match self.too_long(raw) {
-                    Some(why) => Err(why),
-                    None => parse_line(raw, self.format, self.hops, unterminated),
-                })
-                .collect();
-            for (&(line, _, _), result) in batch.iter().zip(parsed) {
-                out.lines_read += 1;
-                match result {
-                    Ok(checked) => {
-                        let source = SourceRef {
-                            file: self.file,
-                            line: u32::try_from(line).unwrap_or(u32::MAX),
-                        };
-                        out.push(source, checked);
-                    }
-                    Err(message) => {
-                        out.bad_line(self.name, line, message, self.config.bad_input)?
-                    }
-                }
-            }
-            Ok(())
-        })
-    }
-}
-
-/// Resolves every span read (operation, test run, parent: see [`spans::resolve`]) and adds
-/// the attempts as events.
-fn push_spans(config: &InputConfig, out: &mut Ingested) -> Result<()> {
-    let resolved = spans::resolve(std::mem::take(&mut out.spans), &config.spans);
-    let problems: Vec<InputIssue> = resolved
-        .problems
-        .into_iter()
-        .map(|(source, message)| InputIssue {
-            path: out.files[source.file as usize].clone(),
-            line: u64::from(source.line),
-            message,
-        })
-        .collect();
-    if config.bad_input == BadInputPolicy::Strict {
-        if let Some(first) = problems.first() {
-            bail!("{first}\n(stopped at the first bad line because of --strict)");
-        }
-    }
-    out.issues.extend(problems);
-    let unreadable = out.span_stats.as_ref().map_or(0, |s| s.spans);
-    let mut stats = resolved.stats;
-    stats.spans += unreadable;
-    out.span_stats = Some(stats);
-    for (source, line) in resolved.lines {
-        out.push(source, line);
-    }
-    Ok(())
-}
-
-/// The validated line, or what is wrong with it; `raw` is not blank.
-fn parse_line<'a>(
-    raw: &'a [u8],
-    format: InputFormat,
-    hops: &HopOrder,
-    unterminated_last: bool,
-) -> Result<CheckedLine<'a>, String> {
-    let Ok(text) = std::str::from_utf8(raw) else {
-        return Err("not valid UTF-8: attempt events must be UTF-8 text".into());
-    };
-    let fields = match format {
-        InputFormat::Logfmt => logfmt::parse(text),
-        _ => jsonl::parse(text, unterminated_last),
-    };
-    fields.and_then(|f| f.check(hops))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::InputConfig;
 
-    fn ingest_bytes(bytes: &[u8], policy: BadInputPolicy) -> Result<Ingested> {
-        let config = InputConfig {
+    fn config(policy: BadInputPolicy) -> InputConfig {
+        InputConfig {
             paths: vec![],
             format: InputFormat::Auto,
             bad_input: policy,
             progress: false,
             max_line_bytes: None,
-            spans: crate::config::SpanMapping::new(&HopOrder::default(), vec![false; 4]),
-        };
-        let mut out = Ingested::default();
-        out.files.push("mem".into());
-        read_one(
+            spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
+        }
+    }
+
+    fn ingest_bytes(bytes: &[u8], policy: BadInputPolicy) -> Result<Ingested> {
+        let (config, hops) = (config(policy), HopOrder::default());
+        let mut reader = Reader::new(&config, &hops);
+        let file = reader.add_file("mem");
+        reader.read_lines(
             Box::new(std::io::Cursor::new(bytes.to_vec())),
-            0,
-            "mem",
-            &config,
-            &HopOrder::default(),
+            file,
             &mut Progress::hidden(),
-            &mut out,
         )?;
-        Ok(out)
+        reader.finish()
     }
 
     #[test]
@@ -701,12 +658,12 @@ mod tests {
         let got = ingest_bytes(text, BadInputPolicy::Report).unwrap();
         assert_eq!(got.events.len(), 2);
         assert_eq!(got.events[1].source.line, 3);
-        assert_eq!(got.issues.len(), 1);
-        assert_eq!(got.issues[0].line, 4);
+        assert_eq!(got.diagnostics.issues().len(), 1);
+        assert_eq!(got.diagnostics.issues()[0].line, 4);
         assert!(
-            got.issues[0].message.contains("truncated"),
+            got.diagnostics.issues()[0].message.contains("truncated"),
             "{}",
-            got.issues[0].message
+            got.diagnostics.issues()[0].message
         );
     }
 
@@ -751,40 +708,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got.events.len(), 1);
-        assert!(got.issues.is_empty());
+        assert!(got.diagnostics.issues().is_empty());
     }
 
     /// Fuzz target (see `crate::fuzz`): no input makes reading, span resolution or the
     /// analysis panic; bad input is bad lines.
     #[test]
     fn fuzz_ingest() {
-        let rules = crate::config::Rules::new(HopOrder::default());
-        let config = InputConfig {
-            paths: vec![],
-            format: InputFormat::Auto,
-            bad_input: BadInputPolicy::Report,
-            progress: false,
-            max_line_bytes: Some(4096),
-            spans: crate::config::SpanMapping::new(&HopOrder::default(), vec![false; 4]),
-        };
+        let rules = crate::rules::Rules::new(HopOrder::default());
+        let mut config = config(BadInputPolicy::Report);
+        config.max_line_bytes = Some(4096);
         crate::fuzz::run("ingest", |bytes| {
-            let mut out = Ingested::default();
-            out.files.push("fuzz".into());
-            read_one(
-                Box::new(std::io::Cursor::new(bytes.to_vec())),
-                0,
-                "fuzz",
-                &config,
-                &rules.hops,
-                &mut Progress::hidden(),
-                &mut out,
-            )
-            .expect("bad input is reported, not an error");
-            if out.span_stats.is_some() {
-                push_spans(&config, &mut out).expect("not under --strict");
-            }
+            let mut reader = Reader::new(&config, &rules.hops);
+            let file = reader.add_file("fuzz");
+            reader
+                .read_lines(
+                    Box::new(std::io::Cursor::new(bytes.to_vec())),
+                    file,
+                    &mut Progress::hidden(),
+                )
+                .expect("bad input is reported, not an error");
+            let ingested = reader.finish().expect("not under --strict");
             let keep = crate::analysis::Keep::Worst(3);
-            crate::analysis::analyze(out, &rules, BadInputPolicy::Report, &keep)
+            crate::analysis::analyze(ingested, &rules, &keep)
                 .expect("the analysis of what was read");
         });
     }
@@ -793,27 +739,17 @@ mod tests {
     /// out of the reader's boundary.
     #[test]
     fn fuzz_parquet() {
-        let hops = HopOrder::default();
-        let config = InputConfig {
-            paths: vec![],
-            format: InputFormat::Auto,
-            bad_input: BadInputPolicy::Report,
-            progress: false,
-            max_line_bytes: None,
-            spans: crate::config::SpanMapping::new(&hops, vec![false; 4]),
-        };
+        let (config, hops) = (config(BadInputPolicy::Report), HopOrder::default());
         crate::fuzz::run("parquet", |bytes| {
-            let mut out = Ingested::default();
-            out.files.push("fuzz.parquet".into());
+            let mut reader = Reader::new(&config, &hops);
+            let file = reader.add_file("fuzz.parquet");
             let _ = guarded(|| {
                 parquet::read(
                     source::ParquetData::Memory(std::io::Cursor::new(bytes.to_vec())),
                     &source::Input::named("fuzz.parquet"),
-                    0,
-                    &config,
-                    &hops,
+                    file,
+                    &mut reader,
                     &mut Progress::hidden(),
-                    &mut out,
                 )
             });
         });

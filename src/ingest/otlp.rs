@@ -21,10 +21,10 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::spans::mapping::SpanKind;
 use super::spans::{
     hex_id, nanos_to_ms, AttrList, AttrValue, Link, Span, SpanError, SpanResults, SpanStatus,
 };
-use crate::config::SpanKind;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -408,8 +408,9 @@ mod tests {
     /// panic.
     #[test]
     fn fuzz_otlp() {
-        let hops = crate::config::HopOrder::default();
-        let mapping = crate::config::SpanMapping::new(&hops, vec![false; hops.len()]);
+        let hops = crate::rules::HopOrder::default();
+        let mapping =
+            crate::ingest::spans::mapping::SpanMapping::new(&hops, vec![false; hops.len()]);
         crate::fuzz::run("otlp", |bytes| {
             for line in String::from_utf8_lossy(bytes).lines() {
                 for unterminated in [false, true] {
@@ -418,7 +419,9 @@ mod tests {
                     };
                     for span in spans.into_iter().flatten() {
                         let source = crate::model::SourceRef { file: 0, line: 1 };
-                        let _ = crate::ingest::spans::map_span(span, 1, source, &mapping, &hops);
+                        let _ = crate::ingest::spans::resolve::map_span(
+                            span, 1, source, &mapping, &hops,
+                        );
                     }
                 }
             }

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::spans::mapping::SpanKind;
 use super::spans::{hex_id, AttrList, AttrValue, Span, SpanError, SpanResults, SpanStatus};
-use crate::config::SpanKind;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
@@ -262,8 +262,9 @@ mod tests {
     /// panic.
     #[test]
     fn fuzz_zipkin() {
-        let hops = crate::config::HopOrder::default();
-        let mapping = crate::config::SpanMapping::new(&hops, vec![false; hops.len()]);
+        let hops = crate::rules::HopOrder::default();
+        let mapping =
+            crate::ingest::spans::mapping::SpanMapping::new(&hops, vec![false; hops.len()]);
         crate::fuzz::run("zipkin", |bytes| {
             for line in String::from_utf8_lossy(bytes).lines() {
                 for unterminated in [false, true] {
@@ -272,7 +273,9 @@ mod tests {
                     };
                     for span in spans.into_iter().flatten() {
                         let source = crate::model::SourceRef { file: 0, line: 1 };
-                        let _ = crate::ingest::spans::map_span(span, 1, source, &mapping, &hops);
+                        let _ = crate::ingest::spans::resolve::map_span(
+                            span, 1, source, &mapping, &hops,
+                        );
                     }
                 }
             }

@@ -5,9 +5,10 @@
 
 use super::layout::{headline, sections};
 use crate::escape::{markdown_code as code, markdown_row as row, markdown_text as escape};
+use crate::gate::GateReport;
 use crate::summary::Summary;
 
-pub fn render(summary: &Summary) -> String {
+pub fn render(summary: &Summary, gate: Option<&GateReport>) -> String {
     let mut out = format!(
         "## attempt-funnel report\n\n**{}**\n",
         escape(&headline(summary))
@@ -16,7 +17,7 @@ pub fn render(summary: &Summary) -> String {
         let files: Vec<String> = summary.input.files.iter().map(|f| code(f)).collect();
         out.push_str(&format!("\nRead from {}.\n", files.join(", ")));
     }
-    for section in sections(summary) {
+    for section in sections(summary, gate) {
         out.push_str(&format!("\n### {}\n\n", escape(&section.title)));
         if section.headers.is_empty() {
             for note in &section.notes {

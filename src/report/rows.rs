@@ -13,7 +13,7 @@ use polars::prelude::*;
 use crate::escape;
 
 use crate::analysis::Analysis;
-use crate::config::HopOrder;
+use crate::rules::HopOrder;
 use crate::summary::OperationRecord;
 
 pub fn records<'a>(

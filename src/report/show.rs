@@ -120,9 +120,8 @@ fn tree_prefixes(t: &OperationTimeline) -> Vec<String> {
     let mut out = Vec::with_capacity(n);
     // On the current path, per depth: whether a later sibling still follows.
     let mut open: Vec<bool> = Vec::new();
-    for pos in 0..n {
+    for (pos, &has_later_sibling) in later_sibling.iter().enumerate() {
         let d = depth(pos);
-        let has_later_sibling = later_sibling[pos];
         open.truncate(d);
         let mut prefix = String::new();
         if d > 0 {
