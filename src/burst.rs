@@ -6,8 +6,8 @@
 
 use std::collections::HashMap;
 
-use crate::config::BurstParams;
 use crate::model::Millis;
+use crate::rules::BurstParams;
 
 /// Windows of width W on each side of a candidate whose median count is its background.
 /// Ten reach half a second at the default 50 ms: wide enough that a cluster's own tail
