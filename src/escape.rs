@@ -9,7 +9,7 @@
 //! | terminal and stderr | [`terminal`] | control characters, and the Unicode ones that reorder or break lines, shown as visible escapes (`\x1b`, `\u{202e}`) |
 //! | Markdown | [`markdown_text`], [`markdown_code`], [`markdown_row`] | as for the terminal, then markup characters, backslashes and pipes neutralised |
 //! | JUnit XML | [`xml`] | as for the terminal (tab and newline kept), then `& < > " '` as entities |
-//! | CSV | [`csv_cell`] | as for the terminal, then a cell that starts with `= + - @`, tab or CR prefixed with `'` (the OWASP rule against formula injection) |
+//! | CSV | [`csv_cell`] | as for the terminal but for newlines (quoted cells hold them), then a cell that starts with `= + - @`, tab or CR prefixed with `'` (the OWASP rule against formula injection) |
 //! | HTML | [`html`] | as for the terminal, then `& < > " '` as entities |
 //!
 //! JSON and JSON Lines need nothing more than JSON's own string escaping, and Parquet holds
@@ -170,14 +170,16 @@ fn entities(text: &str, xml: bool) -> String {
 /// Injection"): a cell starting with one of them gets a leading `'`.
 const FORMULA_STARTS: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
 
-/// For a CSV text cell that a spreadsheet may open: as [`terminal`], and a cell that starts
-/// with a formula character is prefixed with `'`, which spreadsheets show as text and hide.
-/// Quoting for CSV itself is the CSV writer's business.
+/// For a CSV text cell that a spreadsheet may open: as [`terminal`] but for newlines (a
+/// quoted CSV cell holds them, and they stay data), and a cell that starts with a formula
+/// character is prefixed with `'`, which spreadsheets show as text and hide. Quoting for
+/// CSV itself is the CSV writer's business.
 pub fn csv_cell(text: &str) -> Cow<'_, str> {
+    let visible = visible(text, |c| c == '\n');
     if text.starts_with(FORMULA_STARTS) {
-        Cow::Owned(format!("'{}", terminal(text)))
+        Cow::Owned(format!("'{visible}"))
     } else {
-        terminal(text)
+        visible
     }
 }
 
@@ -237,6 +239,7 @@ mod tests {
             assert!(cell.starts_with('\''), "{formula:?} → {cell}");
         }
         assert_eq!(csv_cell("=cmd\x1b"), "'=cmd\\x1b");
+        assert_eq!(csv_cell("a\nb\r"), "a\nb\\x0d");
         assert_eq!(csv_cell("op-1"), "op-1");
         assert_eq!(csv_cell("a=b"), "a=b");
     }
