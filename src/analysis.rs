@@ -16,7 +16,7 @@ use crate::normalize::{canonical_order, normalize_operation, problem_issues};
 /// Duplicate events named one by one before the rest are only counted.
 const DUPLICATES_LISTED: usize = 3;
 
-/// The result for one logical operation: the row of SPEC §4.
+/// The result for one logical operation: the row of docs/output.md.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperationResult {
     pub key: OperationKey,

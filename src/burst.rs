@@ -1,4 +1,4 @@
-//! Synchronized bursts (SPEC §3): across all operations, clusters of retries at one hop that
+//! Synchronized bursts (docs/rules.md): across all operations, clusters of retries at one hop that
 //! start within one narrow window, from many operations, far more than the surrounding
 //! retry rate explains. Aligned failures retried on one fixed schedule make them; jittered
 //! retries spread out and do not.
@@ -6,10 +6,10 @@
 use crate::config::BurstParams;
 use crate::model::Millis;
 
-/// Neighbouring windows on each side whose retries set the expected rate (SPEC §3).
+/// Neighbouring windows on each side whose retries set the expected rate (docs/rules.md).
 pub const NEIGHBOUR_WINDOWS: f64 = 10.0;
 
-/// A window's count must be this unlikely under the neighbours' Poisson rate (SPEC §3).
+/// A window's count must be this unlikely under the neighbours' Poisson rate (docs/rules.md).
 pub const BURST_P_VALUE: f64 = 1e-6;
 
 /// One retry start, with the operation it belongs to.

@@ -1,6 +1,6 @@
 //! Normalize: turns one operation's events into attempts. Drops exact duplicates (log
 //! shippers deliver at least once), pairs point events into attempts, and takes the start
-//! of an attempt seen only finishing from the same attempt upstream (SPEC §2).
+//! of an attempt seen only finishing from the same attempt upstream (docs/input.md).
 
 use crate::ingest::InputIssue;
 use crate::model::{Attempt, Event, Millis, Outcome, PointKind, SourceRef, Timing};
@@ -262,7 +262,7 @@ mod tests {
 
     #[test]
     fn pairs_the_spec_trace_and_takes_server_starts_from_the_caller() {
-        // SPEC §2: caller = hop 0, dependency = hop 3.
+        // The default hop order: caller = hop 0, dependency = hop 3.
         let got = normalize(vec![
             point(1, 0, 1, PointKind::Start, 0.0),
             point(2, 0, 1, PointKind::Timeout, 800.0),
