@@ -7,17 +7,17 @@ use anyhow::{bail, Context, Result};
 
 use crate::model::Millis;
 
-/// The default hop order of SPEC §2, upstream first.
+/// The default hop order (docs/input.md, "Default hop"), upstream first.
 pub const DEFAULT_HOPS: [&str; 4] = ["caller", "gateway", "consumer", "dependency"];
 
 /// Attempts allowed per line at a hop unless a budget says otherwise: one original and two
-/// retries, the common default of AWS, gRPC and Envoy retry policies (SPEC §3).
+/// retries, the common default of AWS, gRPC and Envoy retry policies (docs/rules.md).
 pub const DEFAULT_BUDGET: u32 = 3;
 
-/// Widest window that can hold a synchronized burst, in ms (SPEC §3, `--burst-window`).
+/// Widest window that can hold a synchronized burst, in ms (docs/rules.md, `--burst-window`).
 pub const DEFAULT_BURST_WINDOW_MS: Millis = 50.0;
 
-/// Fewest distinct operations whose retries make a burst (SPEC §3, `--burst-min-ops`).
+/// Fewest distinct operations whose retries make a burst (docs/rules.md, `--burst-min-ops`).
 pub const DEFAULT_BURST_MIN_OPS: usize = 5;
 
 /// The hops in order, upstream first. Indexes into it are the `hop: u16` of every event.
@@ -82,7 +82,7 @@ impl HopOrder {
     }
 }
 
-/// Parameters of the synchronized-burst rule (SPEC §3).
+/// Parameters of the synchronized-burst rule (docs/rules.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BurstParams {
     pub window_ms: Millis,
@@ -155,7 +155,7 @@ impl Rules {
     }
 }
 
-/// What to do with a bad input line (SPEC §2).
+/// What to do with a bad input line (docs/input.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BadInputPolicy {
     /// Report each, go on with the good lines, exit 2 at the end.
@@ -197,7 +197,7 @@ impl SpanKind {
         SpanKind::Consumer,
     ];
 
-    /// The lower-case name used in `--hop SERVICE:KIND=HOP` and in messages.
+    /// The lower-case name used in `--hop-map SERVICE:KIND=HOP` and in messages.
     pub fn name(self) -> &'static str {
         match self {
             SpanKind::Internal => "internal",
@@ -215,7 +215,7 @@ impl SpanKind {
     }
 }
 
-/// One `--hop` / `[hop_map]` entry: the spans of `service` (of `kind` only, when given)
+/// One `--hop-map` / `[hop_map]` entry: the spans of `service` (of `kind` only, when given)
 /// are attempts at `hop`, or not attempts at all when `hop` is `None` (written `-`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HopRule {
@@ -254,7 +254,7 @@ impl SpanMapping {
         }
     }
 
-    /// Adds `SERVICE=HOP`, `SERVICE:KIND=HOP` or `SERVICE=-` rules (`--hop`, `[hop_map]`).
+    /// Adds `SERVICE=HOP`, `SERVICE:KIND=HOP` or `SERVICE=-` rules (`--hop-map`, `[hop_map]`).
     pub fn add_hop_rules(&mut self, flag: &str, specs: &[String], hops: &HopOrder) -> Result<()> {
         for spec in specs {
             let (left, hop) = spec.rsplit_once('=').with_context(|| {
@@ -307,6 +307,48 @@ pub enum OutputFormat {
     Html,
 }
 
+/// How the terminal reports (`--format table`, `show`) are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Style {
+    /// The terminal's width in columns when stdout is a terminal: the tables drop their
+    /// least important columns and wrap cells to fit. `None` (piped) draws full width.
+    pub width: Option<usize>,
+    /// Colour class names and verdicts with ANSI escapes (`--color`).
+    pub color: bool,
+    /// ASCII characters only (`--ascii`).
+    pub ascii: bool,
+}
+
+/// Where an output goes: standard output (no flag, or `-`), or a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputTarget {
+    Stdout,
+    File(PathBuf),
+}
+
+impl OutputTarget {
+    /// `--output`, `--junit`, `--expected`: `-` is standard output, everywhere.
+    pub fn from_flag(path: PathBuf) -> OutputTarget {
+        if path.as_os_str() == "-" {
+            OutputTarget::Stdout
+        } else {
+            OutputTarget::File(path)
+        }
+    }
+
+    /// An optional output flag whose absence means standard output.
+    pub fn stdout_unless(path: Option<PathBuf>) -> OutputTarget {
+        path.map_or(OutputTarget::Stdout, OutputTarget::from_flag)
+    }
+
+    pub fn display(&self) -> String {
+        match self {
+            OutputTarget::Stdout => "<stdout>".to_string(),
+            OutputTarget::File(p) => p.display().to_string(),
+        }
+    }
+}
+
 /// Where input comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InputPath {
@@ -341,7 +383,11 @@ pub struct AnalyzeConfig {
     pub input: InputConfig,
     pub rules: Rules,
     pub format: OutputFormat,
-    pub output: Option<PathBuf>,
+    pub output: OutputTarget,
+    /// How the table format is drawn.
+    pub style: Style,
+    /// Colour the gate's verdict lines on stderr.
+    pub stderr_color: bool,
     /// How many of the worst operations the summary lists.
     pub top: usize,
     pub gate: GateConfig,
@@ -352,6 +398,7 @@ pub struct AnalyzeConfig {
 pub struct ShowConfig {
     pub input: InputConfig,
     pub rules: Rules,
+    pub style: Style,
     pub operation_id: String,
     pub test_run_id: Option<String>,
 }
@@ -361,5 +408,6 @@ pub struct ShowConfig {
 pub struct GateConfig {
     pub conditions: Vec<crate::gate::Condition>,
     pub report_only: bool,
-    pub junit: Option<PathBuf>,
+    /// `--junit`: where the JUnit XML goes, when asked for.
+    pub junit: Option<OutputTarget>,
 }

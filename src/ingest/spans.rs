@@ -1,5 +1,5 @@
 //! Spans → attempts. The OTLP and Zipkin readers fill the format-neutral [`Span`]; this
-//! module maps each span onto the attempt fields of SPEC §2 (the attribute tables of
+//! module maps each span onto the attempt fields of docs/input.md (the attribute tables of
 //! docs/formats.md), decides which spans are attempts and at which hop, and, once every
 //! input has been read, resolves what one span cannot know alone: the operation, the test
 //! run and the parent attempt, found by walking up through parent spans and consumer links.
@@ -441,7 +441,7 @@ pub enum Skip {
     OtherSide,
     /// A messaging `receive` span: a poll; the `process` spans are the deliveries.
     Receive,
-    /// Mapped to `-` by `--hop` or `[hop_map]`.
+    /// Mapped to `-` by `--hop-map` or `[hop_map]`.
     MappedOut,
     /// Its direct children at the same hop and service are the attempts (a call span
     /// over per-try spans).
@@ -542,7 +542,7 @@ pub fn role(
         },
         None if service.is_empty() => {
             return Err(format!(
-                "has no service name (service.name), so no hop: set service.name, or map the span with --hop SERVICE=HOP (hops: {})",
+                "has no service name (service.name), so no hop: set service.name, or map the span with --hop-map SERVICE=HOP (hops: {})",
                 hops.names().join(", ")
             ))
         }
@@ -555,7 +555,7 @@ pub fn role(
                     format!("could be hop {}", candidates.join(" or "))
                 };
                 return Err(format!(
-                    "service \"{service}\" ({} span) {why}: map it with --hop {service}=HOP (hops: {}), or --hop {service}=- if its spans are not attempts",
+                    "service \"{service}\" ({} span) {why}: map it with --hop-map {service}=HOP (hops: {}), or --hop-map {service}=- if its spans are not attempts",
                     kind.name(),
                     hops.names().join(", ")
                 ));
@@ -1207,7 +1207,7 @@ mod tests {
         let hops = HopOrder::default();
         let mut m = mapping();
         m.add_hop_rules(
-            "--hop",
+            "--hop-map",
             &[
                 "checkout=caller".into(),
                 "inventory=dependency".into(),
@@ -1266,7 +1266,7 @@ mod tests {
             &hops,
         )
         .unwrap_err();
-        assert!(err.contains("--hop cart=HOP"), "{err}");
+        assert!(err.contains("--hop-map cart=HOP"), "{err}");
         let receive = span(
             SpanKind::Consumer,
             "billing-consumer",

@@ -10,7 +10,7 @@ mod show;
 mod table;
 
 use crate::analysis::Analysis;
-use crate::config::{OutputFormat, Rules};
+use crate::config::{OutputFormat, Rules, Style};
 use crate::summary::{OperationView, Summary};
 
 /// Renders the report of an analysis.
@@ -19,9 +19,10 @@ pub fn render(
     summary: &Summary,
     analysis: &Analysis,
     rules: &Rules,
+    style: &Style,
 ) -> anyhow::Result<Vec<u8>> {
     Ok(match format {
-        OutputFormat::Table => table::render(summary).into_bytes(),
+        OutputFormat::Table => table::render(summary, style).into_bytes(),
         OutputFormat::Json => {
             let mut out = serde_json::to_vec_pretty(summary)?;
             out.push(b'\n');
@@ -36,6 +37,22 @@ pub fn render(
 }
 
 /// `show`: one operation in the terminal.
-pub fn show(view: &OperationView) -> String {
-    show::render(view)
+pub fn show(view: &OperationView, style: &Style) -> String {
+    show::render(view, style)
+}
+
+/// `--ascii`: the report's box-drawing and typographic characters as ASCII, one character
+/// for one so that columns stay aligned.
+pub fn ascii(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '→' => '>',
+            '×' => 'x',
+            '–' | '—' | '−' | '─' => '-',
+            '│' | '├' => '|',
+            '└' => '`',
+            '…' => '~',
+            other => other,
+        })
+        .collect()
 }
