@@ -109,7 +109,7 @@ pub struct InputArgs {
     /// Spans of a service are attempts at this hop, as SERVICE=HOP; SERVICE:KIND=HOP for
     /// spans of one kind only (client, server, producer, consumer, internal); HOP '-' means
     /// they are not attempts. Repeatable; overrides the policy's [hop_map]. Default: a
-    /// service named like a hop (api-gateway → gateway). Formerly --hop. See
+    /// service named like a hop (api-gateway → gateway). Formerly --hop-map. See
     /// docs/formats.md.
     #[arg(long = "hop-map", alias = "hop", value_name = "SERVICE=HOP")]
     pub hop_map: Vec<String>,

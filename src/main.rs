@@ -9,6 +9,7 @@ mod classify;
 mod cli;
 mod config;
 mod convert;
+mod diagnostics;
 mod exit_codes;
 mod gate;
 mod generate;
@@ -20,6 +21,7 @@ mod paint;
 mod policy;
 mod profile;
 mod report;
+mod rules;
 mod select;
 mod summary;
 mod timeline;
@@ -34,12 +36,13 @@ use clap::Parser;
 use crate::cli::{
     AnalyzeArgs, Cli, Command, ConvertArgs, FormatArg, InputArgs, InputFormatArg, ShowArgs,
 };
-use crate::config::{
-    AnalyzeConfig, BadInputPolicy, GateConfig, HopOrder, InputConfig, InputFormat, InputPath,
-    OutputFormat, OutputTarget, Rules, ShowConfig, SpanMapping, Style,
-};
-use crate::gate::Origin;
-use crate::ingest::InputIssue;
+use crate::config::{AnalyzeConfig, GateConfig, OutputTarget, ShowConfig};
+use crate::diagnostics::BadInputPolicy;
+use crate::gate::condition::{Condition, Origin};
+use crate::ingest::spans::mapping::SpanMapping;
+use crate::ingest::{InputConfig, InputFormat, InputPath};
+use crate::report::{OutputFormat, Style};
+use crate::rules::{HopOrder, Rules};
 
 /// mimalloc: millions of small per-operation allocations from several threads are its
 /// home ground.
@@ -50,9 +53,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// the kernel after 10 ms and comes back as freshly zeroed (often huge) pages: on a 1 M-event
 /// input that zeroing was 40% of all CPU time. A run is short; keep the memory.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Bad lines printed one by one before the rest are only counted.
-const ISSUES_SHOWN: usize = 10;
 
 fn main() {
     // SAFETY: sets a process-wide allocator option; no allocation is in flight in this call.
@@ -184,7 +184,7 @@ fn convert(args: ConvertArgs) -> Result<i32> {
     let rules = base_rules(&args.input, &policy, args.policy.as_deref())?;
     let input = input_config(args.input, &rules, &policy)?;
     let ingested = ingest::read_inputs(&input, &rules.hops)?;
-    let converted = convert::convert(ingested, &rules.hops, input.bad_input)?;
+    let converted = convert::convert(ingested, &rules.hops)?;
     write_output(&OutputTarget::stdout_unless(args.output), &converted.bytes)?;
     if let Some(stats) = &converted.span_stats {
         eprintln!("{}", convert::span_note(stats, converted.records));
@@ -199,7 +199,7 @@ fn convert(args: ConvertArgs) -> Result<i32> {
             )
         );
     }
-    Ok(report_issues(&converted.issues, input.bad_input))
+    Ok(converted.diagnostics.report())
 }
 
 /// `analyze`. The gate's verdict, its exit code and the JUnit file depend on the input and
@@ -231,22 +231,23 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
     stages.mark("ingest");
     // The worst operations keep their attempts for the timelines.
     let keep = analysis::Keep::Worst(config.top.min(summary::TIMELINES_DRAWN));
-    let analysis = analysis::analyze(ingested, &config.rules, config.input.bad_input, &keep)?;
+    let analysis = analysis::analyze(ingested, &config.rules, &keep)?;
     stages.mark("normalize+group+classify");
-    let mut summary = summary::summarize(&analysis, &config.rules, config.top)?;
+    let summary = summary::summarize(&analysis, &config.rules, config.top)?;
     stages.mark("summary");
-    if !config.gate.conditions.is_empty() {
-        summary.gate = Some(gate::evaluate(
+    let verdict = (!config.gate.conditions.is_empty()).then(|| {
+        gate::evaluate(
             &config.gate.conditions,
             &summary,
             &analysis,
             &config.rules.hops,
             config.gate.report_only,
-        ));
-    }
+        )
+    });
     let bytes = report::render(
         config.format,
         &summary,
+        verdict.as_ref(),
         &analysis,
         &config.rules,
         &config.style,
@@ -254,7 +255,7 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
     // The JUnit file first: it must not depend on the report's reader.
     if let Some(target) = &config.gate.junit {
         // Written even without conditions, so that the CI step uploading it finds it.
-        if summary.gate.is_none() {
+        if verdict.is_none() {
             eprintln!(
                 "attempt-funnel: --junit: no failure conditions (give --fail-on, or fail_on in the --policy file); '{}' has no test cases",
                 target.display()
@@ -262,8 +263,8 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
         }
         let empty = gate::GateReport::without_conditions(config.gate.report_only);
         let xml = gate::junit_xml(
-            summary.gate.as_ref().unwrap_or(&empty),
-            input_error(&analysis.issues, config.input.bad_input).as_ref(),
+            verdict.as_ref().unwrap_or(&empty),
+            input_error(&analysis.diagnostics).as_ref(),
         );
         ignore_closed_pipe(write_output(target, xml.as_bytes()))?;
     }
@@ -271,7 +272,7 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
     let report_written = ignore_closed_pipe(write_output(&config.output, &bytes));
     stages.mark("report");
     let mut code = exit_codes::SUCCESS;
-    if let Some(report) = &summary.gate {
+    if let Some(report) = &verdict {
         for line in gate::log_lines(report, config.stderr_color) {
             eprintln!("{line}");
         }
@@ -295,7 +296,7 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
             }
         );
     }
-    let input_code = report_issues(&analysis.issues, config.input.bad_input);
+    let input_code = analysis.diagnostics.report();
     report_written?;
     // An input error outranks a breach: the verdict was reached on incomplete input.
     Ok(code.max(input_code))
@@ -311,8 +312,8 @@ fn show(config: ShowConfig) -> Result<i32> {
         config.test_run_id.as_deref(),
     )?;
     let keep = analysis::Keep::Operations(vec![op]);
-    let analysis = analysis::analyze(ingested, &config.rules, config.input.bad_input, &keep)?;
-    let input_code = report_issues(&analysis.issues, config.input.bad_input);
+    let analysis = analysis::analyze(ingested, &config.rules, &keep)?;
+    let input_code = analysis.diagnostics.report();
     let Some(view) = summary::operation_view(&analysis, &config.rules) else {
         anyhow::bail!(
             "operation \"{}\" has no valid attempts: every event of it was a bad line (see above)",
@@ -326,61 +327,18 @@ fn show(config: ShowConfig) -> Result<i32> {
     Ok(input_code)
 }
 
-/// `1 bad input line`, `7 bad input lines`.
-fn plural(n: impl Into<u64>, singular: &str, plural: &str) -> String {
-    words::counted(n.into(), singular, plural)
+/// `1 exact duplicate event`, `7 exact duplicate events`.
+fn plural(n: u64, singular: &str, plural: &str) -> String {
+    words::counted(n, singular, plural)
 }
 
-/// The bad lines as printed: the first [`ISSUES_SHOWN`], then a count of the rest.
-fn issue_lines(issues: &[InputIssue]) -> Vec<String> {
-    let mut lines: Vec<String> = issues
-        .iter()
-        .take(ISSUES_SHOWN)
-        .map(|i| i.to_string())
-        .collect();
-    if issues.len() > ISSUES_SHOWN {
-        let rest = (issues.len() - ISSUES_SHOWN) as u64;
-        lines.push(format!(
-            "… and {} more {}",
-            words::count(rest),
-            words::noun(rest, "bad line", "bad lines")
-        ));
-    }
-    lines
-}
-
-/// The run failed on its input when it has bad lines and `--skip-invalid` did not accept
-/// them: the verdict covers the good lines only.
-fn input_error(issues: &[InputIssue], policy: BadInputPolicy) -> Option<gate::RunError> {
-    if issues.is_empty() || policy == BadInputPolicy::Skip {
-        return None;
-    }
-    Some(gate::RunError {
-        message: format!(
-            "{}: the verdict covers the good lines only",
-            plural(issues.len() as u64, "bad input line", "bad input lines")
-        ),
-        detail: issue_lines(issues).join("\n"),
+/// The run failed on its input when it has bad lines that `--skip-invalid` did not accept:
+/// the verdict covers the good lines only, and JUnit says so.
+fn input_error(diagnostics: &diagnostics::Diagnostics) -> Option<gate::RunError> {
+    diagnostics.failure().map(|message| gate::RunError {
+        message,
+        detail: diagnostics.shown_lines().join("\n"),
     })
-}
-
-/// Prints bad input lines to stderr and returns the exit code they call for.
-fn report_issues(issues: &[InputIssue], policy: BadInputPolicy) -> i32 {
-    if issues.is_empty() {
-        return exit_codes::SUCCESS;
-    }
-    let n = plural(issues.len() as u64, "bad input line", "bad input lines");
-    if policy == BadInputPolicy::Skip {
-        eprintln!("attempt-funnel: skipped {n} (--skip-invalid)");
-        return exit_codes::SUCCESS;
-    }
-    for line in issue_lines(issues) {
-        eprintln!("{line}");
-    }
-    eprintln!(
-        "attempt-funnel: {n}; the report covers the good lines only (fix them, or pass --skip-invalid to accept this)"
-    );
-    exit_codes::ERROR
 }
 
 /// A reader that stopped reading (`| head`) is not an error of the run.
@@ -496,7 +454,7 @@ fn base_rules(
     let hop_names = match (&input.hops, &policy.hops) {
         (Some(flag), _) => flag.clone(),
         (None, Some(from_policy)) => from_policy.clone(),
-        (None, None) => config::DEFAULT_HOPS.iter().map(|s| s.to_string()).collect(),
+        (None, None) => rules::DEFAULT_HOPS.iter().map(|s| s.to_string()).collect(),
     };
     let mut rules = Rules::new(HopOrder::new(hop_names)?);
     // Checked here, before the policy's values are applied, so that a policy error names
@@ -535,12 +493,12 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
         .rules
         .burst_window
         .or(policy.burst.window_ms)
-        .unwrap_or(config::DEFAULT_BURST_WINDOW_MS);
+        .unwrap_or(rules::DEFAULT_BURST_WINDOW_MS);
     let min_ops = args
         .rules
         .burst_min_ops
         .or(policy.burst.min_ops)
-        .unwrap_or(config::DEFAULT_BURST_MIN_OPS);
+        .unwrap_or(rules::DEFAULT_BURST_MIN_OPS);
     if !(window.is_finite() && window > 0.0) {
         anyhow::bail!(
             "--burst-window must be a positive number of milliseconds, e.g. --burst-window 50"
@@ -560,10 +518,10 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         None => policy::Policy::default(),
     };
     let rules = resolve_rules(&args, &policy)?;
-    let parse_all = |texts: &[String], origin| -> Result<Vec<gate::Condition>> {
+    let parse_all = |texts: &[String], origin| -> Result<Vec<Condition>> {
         texts
             .iter()
-            .map(|t| gate::parse_condition(t, &rules.hops, origin))
+            .map(|t| gate::condition::parse_condition(t, &rules.hops, origin))
             .collect()
     };
     let from_policy = parse_all(&policy.fail_on, Origin::Policy).with_context(|| {
@@ -598,7 +556,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         output,
         top: args.top,
         gate: GateConfig {
-            conditions: gate::merge(from_policy, from_flags),
+            conditions: gate::condition::merge(from_policy, from_flags),
             report_only: args.report_only,
             junit,
         },

@@ -2,6 +2,7 @@
 //! cells. The terminal table and Markdown differ only in how they draw these.
 
 use crate::classify::Class;
+use crate::gate::GateReport;
 pub use crate::paint::Tone;
 use crate::summary::{OperationRecord, Summary};
 pub use crate::words::{count, counted};
@@ -184,10 +185,11 @@ pub fn headline(s: &Summary) -> String {
     )
 }
 
-/// All sections of the summary, in reading order.
-pub fn sections(s: &Summary) -> Vec<Section> {
+/// All sections of the summary, in reading order: the gate's verdict first, when there is
+/// one.
+pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     let mut out = Vec::new();
-    if let Some(gate) = &s.gate {
+    if let Some(gate) = gate {
         let verdict = match (gate.passed, gate.report_only) {
             (true, _) => "passed",
             (false, false) => "FAILED",

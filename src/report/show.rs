@@ -4,8 +4,8 @@
 //! computes nothing.
 
 use super::layout::{count, counted, funnel_text, millis, tone_of, wrap};
+use super::Style;
 use crate::classify::{Class, Role};
-use crate::config::Style;
 use crate::summary::OperationView;
 use crate::timeline::{OperationTimeline, TimelineAttempt};
 

@@ -6,20 +6,21 @@ use comfy_table::presets::{ASCII_FULL_CONDENSED, UTF8_FULL_CONDENSED};
 use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table};
 
 use super::layout::{headline, sections, tone_of, wrap, Section, Tone};
-use crate::config::Style;
+use super::Style;
+use crate::gate::GateReport;
 use crate::summary::Summary;
 
 /// Narrowest width the tables are fitted to; below it they wrap as best they can.
 const MIN_WIDTH: usize = 40;
 
-pub fn render(summary: &Summary, style: &Style) -> String {
+pub fn render(summary: &Summary, gate: Option<&GateReport>, style: &Style) -> String {
     let mut out = String::new();
     push_text(
         &mut out,
         &format!("attempt-funnel — {}", headline(summary)),
         style,
     );
-    for section in sections(summary) {
+    for section in sections(summary, gate) {
         out.push('\n');
         let title = match (style.color, section.title_tone) {
             (true, Some(tone)) => tone.paint(&section.title),
