@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 
 use crate::exit_codes;
 use crate::model::SourceRef;
+use crate::words::{count, counted, noun};
 
 /// Bad lines kept whole and printed one by one; the rest are only counted. A hostile input
 /// can hold millions of bad lines, and their messages are not worth the memory (a 64 KB
@@ -134,6 +135,37 @@ impl Diagnostics {
         self.total
     }
 
+    /// The bad lines as printed: the first [`ISSUES_SHOWN`], then a count of the rest.
+    pub fn shown_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self.issues().iter().map(|i| i.to_string()).collect();
+        let rest = self.total - self.issues.len() as u64;
+        if rest > 0 {
+            lines.push(format!(
+                "… and {} more {}",
+                count(rest),
+                noun(rest, "bad line", "bad lines")
+            ));
+        }
+        lines
+    }
+
+    /// `7 bad input lines: the verdict covers the good lines only` when the run failed on
+    /// its input: bad lines that `--skip-invalid` did not accept.
+    pub fn failure(&self) -> Option<String> {
+        if self.total == 0 || self.policy == BadInputPolicy::Skip {
+            return None;
+        }
+        Some(format!(
+            "{}: the verdict covers the good lines only",
+            self.counted()
+        ))
+    }
+
+    /// `1 bad input line`, `7 bad input lines`.
+    fn counted(&self) -> String {
+        counted(self.total, "bad input line", "bad input lines")
+    }
+
     /// Prints the bad lines to stderr and returns the exit code they call for.
     pub fn report(&self) -> i32 {
         if self.total == 0 {
@@ -141,21 +173,17 @@ impl Diagnostics {
         }
         if self.policy == BadInputPolicy::Skip {
             eprintln!(
-                "attempt-funnel: skipped {} bad input lines (--skip-invalid)",
-                self.total
+                "attempt-funnel: skipped {} (--skip-invalid)",
+                self.counted()
             );
             return exit_codes::SUCCESS;
         }
-        for issue in self.issues() {
-            eprintln!("{issue}");
-        }
-        let shown = self.issues.len() as u64;
-        if self.total > shown {
-            eprintln!("… and {} more bad lines", self.total - shown);
+        for line in self.shown_lines() {
+            eprintln!("{line}");
         }
         eprintln!(
-            "attempt-funnel: {} bad input lines; the report covers the good lines only (fix them, or pass --skip-invalid to accept this)",
-            self.total
+            "attempt-funnel: {}; the report covers the good lines only (fix them, or pass --skip-invalid to accept this)",
+            self.counted()
         );
         exit_codes::ERROR
     }

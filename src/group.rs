@@ -1,5 +1,5 @@
 //! Group: rebuilds one operation's attempt tree. Links every attempt to the upstream
-//! attempt that caused it and splits the attempts under each parent into lines (SPEC §3).
+//! attempt that caused it and splits the attempts under each parent into lines (docs/rules.md).
 
 use std::collections::HashMap;
 
@@ -94,9 +94,9 @@ pub fn line_key(a: &Attempt, rules: &Rules) -> LineKey {
     }
 }
 
-/// The parent rule: `parent_id` → `span_id`; else the latest upstream attempt whose
-/// interval contains this attempt's start; else the latest upstream attempt that started
-/// before it. Upstream means the nearest hop before this one that has attempts.
+/// The parent rule of docs/rules.md: `parent_id` → `span_id`; else the latest upstream
+/// attempt whose interval contains this attempt's start; else the latest upstream attempt
+/// that started before it. Upstream means the nearest hop before this one that has attempts.
 ///
 /// O(n log n) in the attempts: span IDs are looked up in a hash map, and the time rule
 /// keeps, per hop, the upstream attempts that could still contain a later start.

@@ -341,8 +341,7 @@ fn millions_of_bad_lines_are_counted_not_kept() {
     );
     run.expect_code(0);
     assert!(
-        run.stderr
-            .contains(&format!("skipped {lines} bad input lines")),
+        run.stderr.contains("skipped 4,000,000 bad input lines"),
         "{}",
         run.stderr
     );
@@ -355,8 +354,7 @@ fn millions_of_bad_lines_are_counted_not_kept() {
     let shown = run.stderr.lines().filter(|l| l.contains(".gz:")).count();
     assert_eq!(shown, 10, "{}", run.stderr);
     assert!(
-        run.stderr
-            .contains(&format!("… and {} more bad lines", lines - 10)),
+        run.stderr.contains("… and 3,999,990 more bad lines"),
         "{}",
         run.stderr
     );
@@ -695,7 +693,7 @@ fn zero_and_negative_zero_times_are_exact_duplicates() {
     assert_eq!(rows[0].total_attempts, 1, "{rows:?}");
     assert_eq!(rows[0].class, "healthy");
     assert!(
-        run.stderr.contains("1 exact duplicate events"),
+        run.stderr.contains("1 exact duplicate event counted once"),
         "{}",
         run.stderr
     );
