@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::group::{Parent, Tree};
 use crate::model::{Attempt, Millis};
-use crate::rules::Rules;
+use crate::rules::{HopOrder, Rules};
 
 /// A retry that starts within this many ms of the previous attempt's end is back-to-back:
 /// less than any deliberate backoff, about one scheduler tick plus a local round trip.
@@ -27,8 +27,7 @@ pub const RETRY_AFTER_TOLERANCE_MS: Millis = 5.0;
 pub const RETRY_AFTER_CLAMP_MS: Millis = 60_000.0;
 
 /// The class of an operation (SPEC §1), in SPEC's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Class {
     Healthy,
     NestedRetry,
@@ -67,6 +66,19 @@ impl Class {
     }
 }
 
+impl std::fmt::Display for Class {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Serialized as its [`Class::name`].
+impl Serialize for Class {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
 /// Something that holds for an operation, at a hop where it has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FindingKind {
@@ -85,6 +97,22 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
+    pub const ALL: [FindingKind; 12] = [
+        FindingKind::Retries,
+        FindingKind::Redelivery,
+        FindingKind::FanOut,
+        FindingKind::Overlap,
+        FindingKind::Burst,
+        FindingKind::OverBudget,
+        FindingKind::RetryWithoutDelay,
+        FindingKind::RetryAfterNotHonoured,
+        FindingKind::RetryAfterNotClamped,
+        FindingKind::DuplicateEffect,
+        FindingKind::Unfinished,
+        FindingKind::Orphan,
+    ];
+
+    /// The name used in reports and in `--fail-on`.
     pub fn name(self) -> &'static str {
         match self {
             FindingKind::Retries => "retries",
@@ -101,6 +129,49 @@ impl FindingKind {
             FindingKind::Orphan => "orphan",
         }
     }
+
+    /// What the finding means at `hop`, in a sentence (the reports' explanations; every
+    /// kind has one, as this match is exhaustive).
+    pub fn explain(self, hop: &str) -> String {
+        match self {
+            FindingKind::Retries => {
+                format!("the {hop} retried: a line there has more than one attempt")
+            }
+            FindingKind::Redelivery => format!("the queue redelivered a message to the {hop}"),
+            FindingKind::FanOut => {
+                format!("the {hop} addressed several distinct targets or messages under one parent")
+            }
+            FindingKind::Overlap => {
+                format!("two attempts of one line ran at the same time at the {hop}")
+            }
+            FindingKind::Burst => format!("a retry at the {hop} fell in a synchronized burst"),
+            FindingKind::OverBudget => {
+                format!("a line at the {hop} has more attempts than its budget")
+            }
+            FindingKind::RetryWithoutDelay => {
+                format!("the {hop} retried back-to-back after a fast failure")
+            }
+            FindingKind::RetryAfterNotHonoured => {
+                format!("a retry at the {hop} came sooner than the server's retry_after_ms")
+            }
+            FindingKind::RetryAfterNotClamped => {
+                format!("the {hop} waited out an over-long retry_after_ms instead of capping it")
+            }
+            FindingKind::DuplicateEffect => {
+                format!("a side effect was committed more than once at the {hop}")
+            }
+            FindingKind::Unfinished => {
+                format!("an attempt at the {hop} never finished before the trace ended")
+            }
+            FindingKind::Orphan => format!("an attempt at the {hop} has no upstream parent"),
+        }
+    }
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A finding at a hop, rendered `kind@hop` (e.g. `retries@gateway`).
@@ -110,13 +181,77 @@ pub struct Finding {
     pub hop: u16,
 }
 
+impl Finding {
+    /// The finding as reports carry it, with its hop's name.
+    pub fn label(&self, hops: &HopOrder) -> FindingLabel {
+        FindingLabel {
+            kind: self.kind,
+            hop: hops.name(self.hop).to_string(),
+        }
+    }
+}
+
+/// A finding with its hop's name: written `kind@hop` (e.g. `retries@gateway`) in every
+/// report, and serialized as that string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FindingLabel {
+    pub kind: FindingKind,
+    pub hop: String,
+}
+
+impl FindingLabel {
+    /// What it means, in a sentence.
+    pub fn explain(&self) -> String {
+        self.kind.explain(&self.hop)
+    }
+}
+
+impl std::fmt::Display for FindingLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.kind, self.hop)
+    }
+}
+
+impl Serialize for FindingLabel {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
 /// What an attempt is within its line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     Original,
     Retry,
     Redelivery,
+}
+
+impl Role {
+    /// Every role; a role's discriminant is its index here (the attempt table's `role`
+    /// column and the timelines' series are indexed by it).
+    pub const ALL: [Role; 3] = [Role::Original, Role::Retry, Role::Redelivery];
+
+    /// The name every report writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Original => "original",
+            Role::Retry => "retry",
+            Role::Redelivery => "redelivery",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Serialized as its [`Role::name`].
+impl Serialize for Role {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
 }
 
 /// What the rules found at one hop of one operation.
