@@ -3,10 +3,8 @@
 //! hygiene; then, once bursts across operations are known, picks the class by precedence
 //! and keeps everything else as findings.
 
-use serde::Serialize;
-
 use crate::group::{Parent, Tree};
-use crate::model::{Attempt, Millis};
+use crate::model::{named_enum, Attempt, Millis};
 use crate::rules::{HopOrder, Rules};
 
 /// A retry that starts within this many ms of the previous attempt's end is back-to-back:
@@ -26,110 +24,49 @@ pub const RETRY_AFTER_TOLERANCE_MS: Millis = 5.0;
 /// common SDKs apply to Retry-After.
 pub const RETRY_AFTER_CLAMP_MS: Millis = 60_000.0;
 
-/// The class of an operation (SPEC §1), in SPEC's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Class {
-    Healthy,
-    NestedRetry,
-    FanOut,
-    Redelivery,
-    Overlap,
-    SynchronizedBurst,
-    OverBudget,
+named_enum! {
+    /// The class of an operation, in the order of precedence (docs/rules.md).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Class {
+        Healthy => "healthy",
+        NestedRetry => "nested-retry",
+        FanOut => "fan-out",
+        Redelivery => "redelivery",
+        Overlap => "overlap",
+        SynchronizedBurst => "synchronized-burst",
+        OverBudget => "over-budget",
+    }
 }
 
 impl Class {
-    pub const ALL: [Class; 7] = [
-        Class::Healthy,
-        Class::NestedRetry,
-        Class::FanOut,
-        Class::Redelivery,
-        Class::Overlap,
-        Class::SynchronizedBurst,
-        Class::OverBudget,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Class::Healthy => "healthy",
-            Class::NestedRetry => "nested-retry",
-            Class::FanOut => "fan-out",
-            Class::Redelivery => "redelivery",
-            Class::Overlap => "overlap",
-            Class::SynchronizedBurst => "synchronized-burst",
-            Class::OverBudget => "over-budget",
-        }
-    }
-
     pub fn parse(name: &str) -> Option<Class> {
         Class::ALL.into_iter().find(|c| c.name() == name)
     }
 }
 
-impl std::fmt::Display for Class {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+named_enum! {
+    /// Something that holds for an operation, at a hop where it has one; the name is the one
+    /// used in reports and in `--fail-on`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum FindingKind {
+        Retries => "retries",
+        Redelivery => "redelivery",
+        FanOut => "fan-out",
+        Overlap => "overlap",
+        Burst => "burst",
+        OverBudget => "over-budget",
+        RetryWithoutDelay => "retry-without-delay",
+        RetryAfterNotHonoured => "retry-after-not-honoured",
+        RetryAfterNotClamped => "retry-after-not-clamped",
+        AttemptAfterDeadline => "attempt-after-deadline",
+        BackoffOverDeadline => "backoff-over-deadline",
+        DuplicateEffect => "duplicate-effect",
+        Unfinished => "unfinished",
+        Orphan => "orphan",
     }
-}
-
-/// Serialized as its [`Class::name`].
-impl Serialize for Class {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.name())
-    }
-}
-
-/// Something that holds for an operation, at a hop where it has one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FindingKind {
-    Retries,
-    Redelivery,
-    FanOut,
-    Overlap,
-    Burst,
-    OverBudget,
-    RetryWithoutDelay,
-    RetryAfterNotHonoured,
-    RetryAfterNotClamped,
-    DuplicateEffect,
-    Unfinished,
-    Orphan,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 12] = [
-        FindingKind::Retries,
-        FindingKind::Redelivery,
-        FindingKind::FanOut,
-        FindingKind::Overlap,
-        FindingKind::Burst,
-        FindingKind::OverBudget,
-        FindingKind::RetryWithoutDelay,
-        FindingKind::RetryAfterNotHonoured,
-        FindingKind::RetryAfterNotClamped,
-        FindingKind::DuplicateEffect,
-        FindingKind::Unfinished,
-        FindingKind::Orphan,
-    ];
-
-    /// The name used in reports and in `--fail-on`.
-    pub fn name(self) -> &'static str {
-        match self {
-            FindingKind::Retries => "retries",
-            FindingKind::Redelivery => "redelivery",
-            FindingKind::FanOut => "fan-out",
-            FindingKind::Overlap => "overlap",
-            FindingKind::Burst => "burst",
-            FindingKind::OverBudget => "over-budget",
-            FindingKind::RetryWithoutDelay => "retry-without-delay",
-            FindingKind::RetryAfterNotHonoured => "retry-after-not-honoured",
-            FindingKind::RetryAfterNotClamped => "retry-after-not-clamped",
-            FindingKind::DuplicateEffect => "duplicate-effect",
-            FindingKind::Unfinished => "unfinished",
-            FindingKind::Orphan => "orphan",
-        }
-    }
-
     /// What the finding means at `hop`, in a sentence (the reports' explanations; every
     /// kind has one, as this match is exhaustive).
     pub fn explain(self, hop: &str) -> String {
@@ -157,6 +94,14 @@ impl FindingKind {
             FindingKind::RetryAfterNotClamped => {
                 format!("the {hop} waited out an over-long retry_after_ms instead of capping it")
             }
+            FindingKind::AttemptAfterDeadline => {
+                format!("a line at the {hop} started an attempt after its deadline had passed")
+            }
+            FindingKind::BackoffOverDeadline => {
+                format!(
+                    "the backoff delays of a line at the {hop} add up to more than its deadline"
+                )
+            }
             FindingKind::DuplicateEffect => {
                 format!("a side effect was committed more than once at the {hop}")
             }
@@ -165,12 +110,6 @@ impl FindingKind {
             }
             FindingKind::Orphan => format!("an attempt at the {hop} has no upstream parent"),
         }
-    }
-}
-
-impl std::fmt::Display for FindingKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -212,45 +151,20 @@ impl std::fmt::Display for FindingLabel {
     }
 }
 
-impl Serialize for FindingLabel {
+impl serde::Serialize for FindingLabel {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
     }
 }
 
-/// What an attempt is within its line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Original,
-    Retry,
-    Redelivery,
-}
-
-impl Role {
-    /// Every role; a role's discriminant is its index here (the attempt table's `role`
-    /// column and the timelines' series are indexed by it).
-    pub const ALL: [Role; 3] = [Role::Original, Role::Retry, Role::Redelivery];
-
-    /// The name every report writes.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Original => "original",
-            Role::Retry => "retry",
-            Role::Redelivery => "redelivery",
-        }
-    }
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Serialized as its [`Role::name`].
-impl Serialize for Role {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.name())
+named_enum! {
+    /// What an attempt is within its line. A role's discriminant is its index in `ALL`:
+    /// the attempt table's `role` column and the timelines' series are indexed by it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Role {
+        Original => "original",
+        Retry => "retry",
+        Redelivery => "redelivery",
     }
 }
 
@@ -267,6 +181,10 @@ pub struct HopFacts {
     pub retry_without_delay: bool,
     pub retry_after_not_honoured: bool,
     pub retry_after_not_clamped: bool,
+    /// A line's attempt started at or after the hop's deadline.
+    pub attempt_after_deadline: bool,
+    /// A line's backoff delays add up to more than the hop's deadline.
+    pub backoff_over_deadline: bool,
     pub duplicate_effects: u32,
     pub unfinished: u32,
     pub orphans: u32,
@@ -356,19 +274,28 @@ pub fn operation_facts(
                 h.retries = true;
                 Role::Retry
             };
+            let mut backoff_ms: Millis = 0.0;
             for pair in line.attempts.windows(2) {
                 let (prev, this) = (&attempts[pair[0] as usize], &attempts[pair[1] as usize]);
                 roles[pair[1] as usize] = role;
-                let gap = prev.finish_ms.map(|f| this.start_ms - f);
+                let delay_ms = backoff_before(prev, this);
+                backoff_ms += delay_ms.unwrap_or(0.0);
                 retry_starts.push(RetryStart {
                     hop: this.hop,
                     start_ms: this.start_ms,
-                    delay_ms: this.delay_ms.or(gap.filter(|g| *g >= 0.0)),
+                    delay_ms,
                 });
                 let hygiene = retry_hygiene(prev, this);
                 h.retry_without_delay |= hygiene.without_delay;
                 h.retry_after_not_honoured |= hygiene.hint_not_honoured;
                 h.retry_after_not_clamped |= hygiene.hint_not_clamped;
+            }
+            if let Some(deadline_ms) = rules.deadlines[line.hop as usize] {
+                let first_start = attempts[line.attempts[0] as usize].start_ms;
+                h.attempt_after_deadline |= line.attempts[1..]
+                    .iter()
+                    .any(|&i| attempts[i as usize].start_ms - first_start >= deadline_ms);
+                h.backoff_over_deadline |= backoff_ms > deadline_ms;
             }
         }
         group_start = group_end;
@@ -396,6 +323,14 @@ pub fn operation_facts(
             .reduce(Millis::max),
         overlap_ms,
     }
+}
+
+/// The backoff before a repeat: the declared `delay_ms`, else the observed gap since the
+/// previous attempt of its line ended (none when that one never finished, or when the
+/// repeat started before it ended).
+fn backoff_before(prev: &Attempt, this: &Attempt) -> Option<Millis> {
+    let gap = prev.finish_ms.map(|f| this.start_ms - f);
+    this.delay_ms.or(gap.filter(|g| *g >= 0.0))
 }
 
 struct Hygiene {
@@ -557,6 +492,8 @@ pub fn findings(facts: &OperationFacts, burst_hops: &[u16]) -> Vec<Finding> {
             FindingKind::RetryAfterNotHonoured,
         );
         add(h.retry_after_not_clamped, FindingKind::RetryAfterNotClamped);
+        add(h.attempt_after_deadline, FindingKind::AttemptAfterDeadline);
+        add(h.backoff_over_deadline, FindingKind::BackoffOverDeadline);
         add(h.duplicate_effects > 0, FindingKind::DuplicateEffect);
         add(h.unfinished > 0, FindingKind::Unfinished);
         add(h.orphans > 0, FindingKind::Orphan);

@@ -424,6 +424,48 @@ pub struct OperationKey {
     pub operation_id: Box<str>,
 }
 
+/// An enum of names, each variant spelled once: with `ALL` (every variant, in declaration
+/// order, so a new variant cannot be left out), `name()` (the one spelling reports, flags
+/// and JSON use), `Display` and `Serialize` as that name.
+macro_rules! named_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $Name:ident {
+            $($(#[$variant_meta:meta])* $Variant:ident => $text:literal,)+
+        }
+    ) => {
+        $(#[$meta])*
+        $vis enum $Name {
+            $($(#[$variant_meta])* $Variant,)+
+        }
+
+        impl $Name {
+            // Not every enum of names needs its list outside the tests.
+            #[allow(dead_code)]
+            pub const ALL: [$Name; [$($text),+].len()] = [$($Name::$Variant),+];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($Name::$Variant => $text,)+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $Name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl serde::Serialize for $Name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.name())
+            }
+        }
+    };
+}
+pub(crate) use named_enum;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::analysis::{Analysis, OperationResult};
 use crate::classify::FindingKind;
+use crate::model::named_enum;
 use crate::rules::HopOrder;
 use crate::summary::{display_operation_key, Summary};
 use condition::{Condition, Metric, Origin};
@@ -16,30 +17,22 @@ use condition::{Condition, Metric, Origin};
 /// Operation IDs listed per breached threshold before the rest are only counted.
 pub const OPERATIONS_LISTED: usize = 5;
 
-/// What a measured value and its limit count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    /// Operations (of a class, or with a finding).
-    Operations,
-    /// A share of all operations, as a fraction (written as a percentage).
-    Share,
-    /// A ratio such as amplification.
-    Ratio,
-    /// A count of bursts, attempts or effects.
-    Count,
+named_enum! {
+    /// What a measured value and its limit count (`unit` in the JSON verdict).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Unit {
+        /// Operations (of a class, or with a finding).
+        Operations => "operations",
+        /// A share of all operations, as a fraction (written as a percentage).
+        Share => "share",
+        /// A ratio such as amplification.
+        Ratio => "ratio",
+        /// A count of bursts, attempts or effects.
+        Count => "count",
+    }
 }
 
 impl Unit {
-    /// The name in the JSON verdict.
-    pub fn name(self) -> &'static str {
-        match self {
-            Unit::Operations => "operations",
-            Unit::Share => "share",
-            Unit::Ratio => "ratio",
-            Unit::Count => "count",
-        }
-    }
-
     /// A value in this unit, for people: `6.00%`, `22`, `1.968`.
     fn format(self, value: f64) -> String {
         match self {
@@ -47,13 +40,6 @@ impl Unit {
             Unit::Operations | Unit::Count => format!("{value}"),
             Unit::Ratio => format!("{value:.3}"),
         }
-    }
-}
-
-/// Serialized as its [`Unit::name`].
-impl Serialize for Unit {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.name())
     }
 }
 
