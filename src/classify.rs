@@ -652,6 +652,95 @@ mod tests {
         a
     }
 
+    /// The facts at the caller of one caller line: (start, finish, delay_ms) per attempt,
+    /// under a caller deadline of 1000 ms.
+    fn caller_line_under_deadline(line: &[(f64, f64, Option<f64>)]) -> HopFacts {
+        let mut rules = Rules::new(crate::rules::HopOrder::default());
+        rules
+            .set_deadlines("--deadline", &["caller=1000".to_string()])
+            .expect("valid deadline");
+        let attempts: Vec<Attempt> = line
+            .iter()
+            .map(|&(start, finish, delay_ms)| {
+                let mut a = crate::group::tests_support::attempt(0, start, finish);
+                a.delay_ms = delay_ms;
+                a
+            })
+            .collect();
+        let tree = crate::group::build_tree(&attempts, &rules, 10_000.0);
+        operation_facts(&attempts, &tree, &rules, 10_000.0).hops[0].clone()
+    }
+
+    #[test]
+    fn a_deadline_flags_late_attempts_and_backoff_adding_up_past_it() {
+        let cases = [
+            // (line, attempt after the deadline, backoff over it)
+            (
+                vec![
+                    (0.0, 100.0, None),
+                    (500.0, 600.0, Some(400.0)),
+                    (1300.0, 1400.0, Some(700.0)),
+                ],
+                true,
+                true,
+            ),
+            // Slow attempts, short sleeps: late, but the backoff alone is 100 ms.
+            (
+                vec![
+                    (0.0, 600.0, None),
+                    (650.0, 1250.0, None),
+                    (1300.0, 1400.0, None),
+                ],
+                true,
+                false,
+            ),
+            // Without delay_ms the gaps are the backoff: 690 + 790 ms.
+            (
+                vec![
+                    (0.0, 10.0, None),
+                    (700.0, 710.0, None),
+                    (1500.0, 1510.0, None),
+                ],
+                true,
+                true,
+            ),
+            // At the deadline is after it; backoff equal to it is not over it.
+            (
+                vec![(0.0, 0.5, None), (1000.0, 1001.0, Some(1000.0))],
+                true,
+                false,
+            ),
+            (
+                vec![
+                    (0.0, 100.0, None),
+                    (300.0, 400.0, Some(200.0)),
+                    (800.0, 900.0, Some(400.0)),
+                ],
+                false,
+                false,
+            ),
+            // A single attempt has no backoff, however long it runs.
+            (vec![(0.0, 5000.0, None)], false, false),
+        ];
+        for (i, (line, late, over)) in cases.into_iter().enumerate() {
+            let h = caller_line_under_deadline(&line);
+            assert_eq!(
+                (h.attempt_after_deadline, h.backoff_over_deadline),
+                (late, over),
+                "case {i}"
+            );
+        }
+        // Without a deadline neither holds.
+        let rules = Rules::new(crate::rules::HopOrder::default());
+        let attempts = vec![
+            crate::group::tests_support::attempt(0, 0.0, 10.0),
+            crate::group::tests_support::attempt(0, 90_000.0, 90_010.0),
+        ];
+        let tree = crate::group::build_tree(&attempts, &rules, 100_000.0);
+        let h = &operation_facts(&attempts, &tree, &rules, 100_000.0).hops[0];
+        assert!(!h.attempt_after_deadline && !h.backoff_over_deadline);
+    }
+
     #[test]
     fn flags_back_to_back_retries_after_fast_failures_only() {
         use crate::model::Outcome::Http;
