@@ -312,7 +312,7 @@ pub struct CheckedLine<'a> {
 }
 
 impl<'a> RawFields<'a> {
-    /// Validates the line against SPEC §2. The error says what is wrong and the fix.
+    /// Validates the line against docs/input.md. The error says what is wrong and the fix.
     pub fn check(self, hops: &HopOrder) -> Result<CheckedLine<'a>, String> {
         let operation_id = match self.operation_id {
             Some(v) => text("operation_id", v)?,
@@ -364,7 +364,7 @@ impl<'a> RawFields<'a> {
                     }
                 };
                 // An explicit hop wins; otherwise the client-/server- prefix; otherwise the
-                // caller, as SPEC §2 says for a bare point event.
+                // caller, as docs/input.md says for a bare point event.
                 let hop = explicit_hop.or(prefix_hop).unwrap_or(hops.caller_index());
                 (hop, Timing::Point { kind, at_ms })
             }
