@@ -91,7 +91,7 @@ pub fn operation_frame(
                     let findings = o
                         .findings
                         .iter()
-                        .map(|f| format!("{}@{}", f.kind.name(), hops.name(f.hop)))
+                        .map(|f| f.label(hops).to_string())
                         .collect::<Vec<_>>()
                         .join(";");
                     cell(&findings).into_owned()
