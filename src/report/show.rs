@@ -185,7 +185,7 @@ fn escaped(view: &OperationView) -> OperationView {
     r.test_run_id.iter_mut().for_each(esc);
     esc(&mut r.operation_id);
     r.first_multiplying_hop.iter_mut().for_each(esc);
-    r.findings.iter_mut().for_each(esc);
+    r.findings.iter_mut().for_each(|f| esc(&mut f.hop));
     r.attempts.0.iter_mut().for_each(|(hop, _)| esc(hop));
     let t = &mut v.timeline;
     t.test_run_id.iter_mut().for_each(esc);
