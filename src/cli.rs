@@ -220,6 +220,8 @@ pub enum FormatArg {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The operation to show: its operation_id, or `RUN/OPERATION` as the reports write it.
+    /// Given alone, an existing file or directory is the input instead, and the operation
+    /// shown is the one it holds (`attempt-funnel show trace.json`).
     #[arg(value_name = "OPERATION_ID")]
     pub operation_id: String,
 

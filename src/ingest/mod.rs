@@ -6,7 +6,9 @@
 //! Parquet) is [`source`]'s business; Parquet rows are read by [`parquet`]; the progress
 //! line on stderr is [`progress`].
 
+mod document;
 mod fields;
+mod jaeger;
 mod jsonl;
 mod logfmt;
 mod otlp;
