@@ -176,6 +176,8 @@ pub enum InputFormat {
     Otlp,
     /// Zipkin v2 JSON: a span, or an array of spans, per line (docs/formats.md).
     Zipkin,
+    /// Jaeger JSON documents, `{"data":[trace, …]}` (docs/formats.md).
+    Jaeger,
 }
 
 /// The span kinds of OpenTelemetry and Zipkin, as far as the hop mapping cares.

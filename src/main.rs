@@ -299,6 +299,7 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
             InputFormatArg::Logfmt => InputFormat::Logfmt,
             InputFormatArg::Otlp => InputFormat::Otlp,
             InputFormatArg::Zipkin => InputFormat::Zipkin,
+            InputFormatArg::Jaeger => InputFormat::Jaeger,
         },
         bad_input: if args.strict {
             BadInputPolicy::Strict

@@ -190,12 +190,22 @@ fn read_one(
     };
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
     let mut next_line: u64 = 1;
+    let mut first = true;
     loop {
         let had = buf.len();
         (&mut reader)
             .take(CHUNK_BYTES as u64)
             .read_to_end(&mut buf)?;
         let eof = buf.len() == had;
+        if std::mem::take(&mut first) {
+            match layout(&buf, eof, config.format) {
+                Layout::Documents(kind) => {
+                    let stream = std::io::Cursor::new(std::mem::take(&mut buf)).chain(reader);
+                    return read_documents(stream, file, name, kind, config, hops, progress, out);
+                }
+                Layout::Lines(detected) => format = format.or(detected),
+            }
+        }
         // Only whole lines are parsed; the tail waits for the next read, or is the last line.
         let end = if eof {
             buf.len()
@@ -232,6 +242,53 @@ fn read_one(
     }
 }
 
+/// How a text input is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Line by line, in this format (`None`: detected from the first line).
+    Lines(Option<InputFormat>),
+    /// As whole JSON documents (see [`document`]), of this kind (`None`: any).
+    Documents(Option<document::Kind>),
+}
+
+/// Documents when the first line opens a JSON object or array that it does not close (a
+/// pretty-printed document, or one line longer than a chunk), when the first line is a
+/// document that only comes whole (Jaeger's `{"data":…}`, Tempo's `{"trace":…}`), and
+/// always for `--input-format jaeger`. Lines otherwise: a bad line is then only one line.
+fn layout(head: &[u8], eof: bool, forced: InputFormat) -> Layout {
+    let kind = match forced {
+        InputFormat::Jsonl | InputFormat::Logfmt => return Layout::Lines(Some(forced)),
+        InputFormat::Jaeger => return Layout::Documents(Some(document::Kind::Jaeger)),
+        InputFormat::Otlp => Some(document::Kind::Otlp),
+        InputFormat::Zipkin => Some(document::Kind::Zipkin),
+        InputFormat::Auto => None,
+    };
+    let lines = Layout::Lines((forced != InputFormat::Auto).then_some(forced));
+    let Some(start) = head.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return lines;
+    };
+    if !matches!(head[start], b'{' | b'[') {
+        return lines;
+    }
+    let rest = &head[start..];
+    let (line, after) = match memchr::memchr(b'\n', rest) {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, &rest[rest.len()..]),
+    };
+    let more = !eof || after.iter().any(|b| !b.is_ascii_whitespace());
+    let unclosed = matches!(
+        serde_json::from_slice::<serde::de::IgnoredAny>(line),
+        Err(e) if e.is_eof()
+    );
+    if unclosed && more {
+        return Layout::Documents(kind);
+    }
+    if kind.is_none() && spans_format(line) == Some(InputFormat::Jaeger) {
+        return Layout::Documents(None);
+    }
+    lines
+}
+
 /// By the first non-blank line: `[` is Zipkin (an array of spans); `{` is OTLP when the
 /// object has `resourceSpans`, Zipkin when it has `traceId` and `id` (and no operation),
 /// JSON Lines otherwise; anything else is logfmt.
@@ -256,15 +313,23 @@ fn spans_format(line: &[u8]) -> Option<InputFormat> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Sniff {
-        #[serde(alias = "resource_spans")]
+        #[serde(alias = "resource_spans", alias = "batches")]
         resource_spans: Option<IgnoredAny>,
+        /// Jaeger's `data`, or a wrapper of a whole document (Tempo's `trace`, Jaeger
+        /// v3's `result`).
+        #[serde(alias = "trace", alias = "result")]
+        data: Option<IgnoredAny>,
         trace_id: Option<IgnoredAny>,
         id: Option<IgnoredAny>,
         #[serde(alias = "operation_id", alias = "operation")]
         operation_id: Option<IgnoredAny>,
     }
     let sniff: Sniff = serde_json::from_slice(line).ok()?;
-    if sniff.resource_spans.is_some() {
+    if sniff.operation_id.is_some() {
+        None
+    } else if sniff.data.is_some() {
+        Some(InputFormat::Jaeger)
+    } else if sniff.resource_spans.is_some() {
         Some(InputFormat::Otlp)
     } else if sniff.trace_id.is_some() && sniff.id.is_some() && sniff.operation_id.is_none() {
         Some(InputFormat::Zipkin)
@@ -329,19 +394,7 @@ fn parse_span_chunk(
                 results
                     .into_iter()
                     .enumerate()
-                    .map(|(n, r)| {
-                        let index = n as u32 + 1;
-                        match r {
-                            Ok(span) => {
-                                Ok(spans::map_span(span, index, source, &config.spans, hops))
-                            }
-                            Err(e) => Err(format!(
-                                "{} {}",
-                                spans::label(index, e.id.as_deref()),
-                                e.message
-                            )),
-                        }
-                    })
+                    .map(|(n, r)| map_one(r, n as u32 + 1, source, config, hops))
                     .collect()
             }))
         })
@@ -375,6 +428,86 @@ fn parse_span_chunk(
         }
     }
     Ok(first_line + lines.len() as u64)
+}
+
+/// Reads whole documents of spans (see [`document`]) and keeps their spans for
+/// [`push_spans`], as [`parse_span_chunk`] does for lines.
+#[allow(clippy::too_many_arguments)]
+fn read_documents(
+    stream: impl Read,
+    file: u32,
+    name: &str,
+    kind: Option<document::Kind>,
+    config: &InputConfig,
+    hops: &HopOrder,
+    progress: &mut Progress,
+    out: &mut Ingested,
+) -> Result<()> {
+    // Marks the input as holding spans, so that push_spans runs even if none was readable.
+    out.span_stats.get_or_insert_with(Default::default);
+    let (mut last_line, mut index) = (0, 0);
+    let lines = document::read(stream, kind, &mut |found| match found {
+        document::Found::Span { line, span } => {
+            // Spans are counted per line, as in line-delimited files.
+            index = if line == last_line { index + 1 } else { 1 };
+            last_line = line;
+            let source = SourceRef {
+                file,
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+            };
+            match map_one(span, index, source, config, hops) {
+                Ok((span, problem)) => {
+                    out.spans.push(span);
+                    if out.spans.len() % PROGRESS_SPANS == 0 {
+                        progress.update(out.events.len(), out.operations.len());
+                    }
+                    match problem {
+                        Some(message) => out.bad_line(name, line, message, config.bad_input),
+                        None => Ok(()),
+                    }
+                }
+                Err(message) => {
+                    out.span_stats.get_or_insert_with(Default::default).spans += 1;
+                    out.bad_line(name, line, message, config.bad_input)
+                }
+            }
+        }
+        document::Found::Problem {
+            line,
+            column,
+            message,
+        } => {
+            let message = match column {
+                Some(c) => format!("{c}: {message}"),
+                None => message,
+            };
+            out.bad_line(name, line, message, config.bad_input)
+        }
+    })?;
+    out.lines_read += lines;
+    Ok(())
+}
+
+/// Spans read from a document between two updates of the progress line.
+const PROGRESS_SPANS: usize = 1 << 14;
+
+/// One span as read: mapped (with a problem to report, if any), or the message of a span
+/// that could not be read.
+fn map_one(
+    span: Result<spans::Span, spans::SpanError>,
+    index: u32,
+    source: SourceRef,
+    config: &InputConfig,
+    hops: &HopOrder,
+) -> Result<(spans::MappedSpan, Option<String>), String> {
+    match span {
+        Ok(span) => Ok(spans::map_span(span, index, source, &config.spans, hops)),
+        Err(e) => Err(format!(
+            "{} {}",
+            spans::label(index, e.id.as_deref()),
+            e.message
+        )),
+    }
 }
 
 /// Resolves every span read (operation, test run, parent: see [`spans::resolve`]) and adds
