@@ -120,11 +120,8 @@ pub fn find_operation(ingested: &Ingested, id: &str, run: Option<&str>) -> Resul
 
 fn not_found(ingested: &Ingested, id: &str) -> String {
     let needle = id.to_lowercase();
-    let mut similar: Vec<String> = ingested
-        .operations
-        .iter()
-        .enumerate()
-        .map(|(op, _)| display_operation_key(&ingested.operation_key(op as u32)))
+    let mut similar: Vec<String> = (0..ingested.operations.len() as u32)
+        .map(|op| display_operation_key(&ingested.operation_key(op)))
         .filter(|display| !needle.is_empty() && display.to_lowercase().contains(&needle))
         .collect();
     similar.sort();

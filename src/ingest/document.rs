@@ -290,6 +290,20 @@ impl State<'_, '_> {
     }
 }
 
+/// A seed that is its own visitor: it asks the deserializer for `$method` (any value, or a
+/// map) and visits what comes.
+macro_rules! visited_seed {
+    ($ty:ty, $method:ident) => {
+        impl<'de> DeserializeSeed<'de> for $ty {
+            type Value = ();
+
+            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+                d.$method(self)
+            }
+        }
+    };
+}
+
 /// A JSON value with the line it starts on.
 struct At<'r>(&'r LineCount);
 
@@ -305,13 +319,7 @@ impl<'de> DeserializeSeed<'de> for At<'_> {
 /// A whole document: an object holding spans somewhere known, or an array of Zipkin spans.
 struct Document<'x, 's, 'a>(&'x mut State<'s, 'a>);
 
-impl<'de> DeserializeSeed<'de> for Document<'_, '_, '_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+visited_seed!(Document<'_, '_, '_>, deserialize_any);
 
 impl<'de> Visitor<'de> for Document<'_, '_, '_> {
     type Value = ();
@@ -411,13 +419,7 @@ fn drain<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
 /// OTLP `resourceSpans`.
 struct ResourceSpansList<'x, 's, 'a>(&'x mut State<'s, 'a>);
 
-impl<'de> DeserializeSeed<'de> for ResourceSpansList<'_, '_, '_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+visited_seed!(ResourceSpansList<'_, '_, '_>, deserialize_any);
 
 impl<'de> Visitor<'de> for ResourceSpansList<'_, '_, '_> {
     type Value = ();
@@ -443,13 +445,7 @@ impl<'de> Visitor<'de> for ResourceSpansList<'_, '_, '_> {
 /// known; the ones before it (an unusual key order) wait for it.
 struct ResourceSpans<'x, 's, 'a>(&'x mut State<'s, 'a>);
 
-impl<'de> DeserializeSeed<'de> for ResourceSpans<'_, '_, '_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
+visited_seed!(ResourceSpans<'_, '_, '_>, deserialize_map);
 
 /// The spans of one resource, and the resource once known.
 struct ResourceState {
@@ -527,13 +523,7 @@ struct ScopeList<'x, 'r, 's, 'a> {
     rs: &'r mut ResourceState,
 }
 
-impl<'de> DeserializeSeed<'de> for ScopeList<'_, '_, '_, '_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+visited_seed!(ScopeList<'_, '_, '_, '_>, deserialize_any);
 
 impl<'de> Visitor<'de> for ScopeList<'_, '_, '_, '_> {
     type Value = ();
@@ -564,13 +554,7 @@ struct Scope<'x, 'r, 's, 'a> {
     rs: &'r mut ResourceState,
 }
 
-impl<'de> DeserializeSeed<'de> for Scope<'_, '_, '_, '_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
+visited_seed!(Scope<'_, '_, '_, '_>, deserialize_map);
 
 impl<'de> Visitor<'de> for Scope<'_, '_, '_, '_> {
     type Value = ();
@@ -639,13 +623,7 @@ where
 /// Jaeger's `data`: a list of traces.
 struct JaegerTraces<'x, 's, 'a>(&'x mut State<'s, 'a>);
 
-impl<'de> DeserializeSeed<'de> for JaegerTraces<'_, '_, '_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
+visited_seed!(JaegerTraces<'_, '_, '_>, deserialize_any);
 
 impl<'de> Visitor<'de> for JaegerTraces<'_, '_, '_> {
     type Value = ();
@@ -667,13 +645,7 @@ impl<'de> Visitor<'de> for JaegerTraces<'_, '_, '_> {
 /// One Jaeger trace. Its `processes` come after its `spans`, so the spans wait for them.
 struct JaegerTrace<'x, 's, 'a>(&'x mut State<'s, 'a>);
 
-impl<'de> DeserializeSeed<'de> for JaegerTrace<'_, '_, '_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
-    }
-}
+visited_seed!(JaegerTrace<'_, '_, '_>, deserialize_map);
 
 impl<'de> Visitor<'de> for JaegerTrace<'_, '_, '_> {
     type Value = ();

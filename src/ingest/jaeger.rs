@@ -27,9 +27,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::spans::mapping::SpanKind;
 use super::spans::{hex_id, AttrList, AttrValue, Link, Span, SpanError};
 use super::zipkin::{micros, status_from_tags};
-use crate::config::SpanKind;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
