@@ -25,11 +25,13 @@ pub enum BadInputPolicy {
     Skip,
 }
 
-/// A bad input line, as `path:line: message`.
+/// A bad input line, as `path:line: message`, or `path:line:column: message` where the
+/// column is known (a JSON document that breaks off mid-line).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputIssue {
     pub path: String,
     pub line: u64,
+    pub column: Option<u64>,
     pub message: String,
 }
 
@@ -37,13 +39,14 @@ impl std::fmt::Display for InputIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Both may quote the input: escaped, neither can act on the terminal nor forge a
         // message line of its own.
-        write!(
-            f,
-            "{}:{}: {}",
+        let (path, message) = (
             crate::escape::terminal(&self.path),
-            self.line,
-            crate::escape::terminal(&self.message)
-        )
+            crate::escape::terminal(&self.message),
+        );
+        match self.column {
+            Some(column) => write!(f, "{path}:{}:{column}: {message}", self.line),
+            None => write!(f, "{path}:{}: {message}", self.line),
+        }
     }
 }
 
@@ -67,9 +70,21 @@ impl Diagnostics {
 
     /// Records a bad line; under `--strict` it stops the run.
     pub fn bad_line(&mut self, path: &str, line: u64, message: String) -> Result<()> {
+        self.bad_position(path, line, None, message)
+    }
+
+    /// Records a bad line with the column where it goes wrong, when known.
+    pub fn bad_position(
+        &mut self,
+        path: &str,
+        line: u64,
+        column: Option<u64>,
+        message: String,
+    ) -> Result<()> {
         self.record(InputIssue {
             path: path.to_string(),
             line,
+            column,
             message,
         })
     }
@@ -87,6 +102,7 @@ impl Diagnostics {
             .map(|(source, message)| InputIssue {
                 path: files[source.file as usize].clone(),
                 line: u64::from(source.line),
+                column: None,
                 message,
             })
             .collect();
