@@ -71,6 +71,7 @@ impl Class {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FindingKind {
     Retries,
+    HiddenResends,
     Redelivery,
     FanOut,
     Overlap,
@@ -88,6 +89,7 @@ impl FindingKind {
     pub fn name(self) -> &'static str {
         match self {
             FindingKind::Retries => "retries",
+            FindingKind::HiddenResends => "hidden-resends",
             FindingKind::Redelivery => "redelivery",
             FindingKind::FanOut => "fan-out",
             FindingKind::Overlap => "overlap",
@@ -125,6 +127,9 @@ pub struct HopFacts {
     pub attempts: u32,
     pub multiplies: bool,
     pub retries: bool,
+    /// An attempt here was sent by a layer inside the client that records no attempt of
+    /// its own (`hidden`); with `retries`, that layer resent.
+    pub hidden_sends: bool,
     pub redelivers: bool,
     pub fans_out: bool,
     pub over_budget: bool,
@@ -180,6 +185,7 @@ pub fn operation_facts(
         let h = &mut hops[a.hop as usize];
         h.attempts += 1;
         h.unfinished += u32::from(a.finish_ms.is_none());
+        h.hidden_sends |= a.hidden;
     }
     for p in &tree.parent {
         if let Parent::Orphan(i) = p {
@@ -411,6 +417,7 @@ pub fn findings(facts: &OperationFacts, burst_hops: &[u16]) -> Vec<Finding> {
             }
         };
         add(h.retries, FindingKind::Retries);
+        add(h.retries && h.hidden_sends, FindingKind::HiddenResends);
         add(h.redelivers, FindingKind::Redelivery);
         add(h.fans_out, FindingKind::FanOut);
         add(h.overlap_ms > 0.0, FindingKind::Overlap);

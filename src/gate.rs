@@ -30,8 +30,9 @@ pub const OPERATIONS_LISTED: usize = 5;
 
 const EXAMPLE: &str = "--fail-on 'nested-retry > 0' or --fail-on 'overlap > 1%'";
 
-const FINDINGS: [FindingKind; 12] = [
+const FINDINGS: [FindingKind; 13] = [
     FindingKind::Retries,
+    FindingKind::HiddenResends,
     FindingKind::Redelivery,
     FindingKind::FanOut,
     FindingKind::Overlap,

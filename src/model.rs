@@ -205,6 +205,7 @@ pub struct Event {
     pub hop: u16,
     pub kind: EventKind,
     pub effect: bool,
+    pub hidden: bool,
 }
 
 /// The optional parts of an [`Event`], as `Option`s (how ingest builds one).
@@ -220,6 +221,7 @@ pub struct EventFields {
     pub retry_after_ms: Option<Millis>,
     pub outcome: Option<Outcome>,
     pub effect: bool,
+    pub hidden: bool,
 }
 
 fn sym_in(s: Option<Sym>) -> u32 {
@@ -266,6 +268,7 @@ impl Event {
             hop,
             kind,
             effect: f.effect,
+            hidden: f.hidden,
         }
     }
 
@@ -307,6 +310,7 @@ impl Event {
             retry_after_ms: nan_out(self.retry_after_ms),
             outcome: self.outcome,
             effect: self.effect,
+            hidden: self.hidden,
         }
     }
 
@@ -326,7 +330,7 @@ impl Event {
         [u32; 6],
         [u32; 2],
         Option<Outcome>,
-        bool,
+        [bool; 2],
     ) {
         (
             self.op,
@@ -345,7 +349,7 @@ impl Event {
             ],
             [self.delay_ms.to_bits(), self.retry_after_ms.to_bits()],
             self.outcome,
-            self.effect,
+            [self.effect, self.hidden],
         )
     }
 
@@ -377,6 +381,9 @@ pub struct Attempt {
     pub delay_ms: Option<Millis>,
     pub retry_after_ms: Option<Millis>,
     pub effect: bool,
+    /// Sent by a layer inside the client that records no attempt of its own (an SDK's
+    /// resend inside one client span), known only from the receiving side.
+    pub hidden: bool,
 }
 
 impl Attempt {

@@ -152,6 +152,7 @@ pub struct CheckedLine<'a> {
     pub delay_ms: Option<Millis>,
     pub retry_after_ms: Option<Millis>,
     pub effect: bool,
+    pub hidden: bool,
 }
 
 impl<'a> RawFields<'a> {
@@ -251,6 +252,7 @@ impl<'a> RawFields<'a> {
             delay_ms,
             retry_after_ms,
             effect,
+            hidden: false,
         })
     }
 }

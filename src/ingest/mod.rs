@@ -128,6 +128,7 @@ impl Ingested {
             retry_after_ms: line.retry_after_ms,
             outcome: line.outcome,
             effect: line.effect,
+            hidden: line.hidden,
         };
         let event = Event::new(source, op, line.hop, timing, fields);
         self.events.push(event);

@@ -75,6 +75,15 @@ struct OtlpSpan {
     attributes: Vec<KeyValue>,
     links: Vec<OtlpLink>,
     status: Option<Status>,
+    events: Vec<OtlpEvent>,
+}
+
+/// A span event; only `exception` events are read, for their `exception.type`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct OtlpEvent {
+    name: Option<String>,
+    attributes: Vec<KeyValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -212,6 +221,15 @@ fn span(raw: Value, resource: &Arc<AttrList>, service: Option<&str>) -> Result<S
             attributes: attributes(l.attributes),
         });
     }
+    let exceptions = s
+        .events
+        .into_iter()
+        .filter(|e| e.name.as_deref() == Some("exception"))
+        .filter_map(|e| {
+            let kv = e.attributes.into_iter().find(|kv| kv.key == "exception.type")?;
+            any_value(kv.value?).text()
+        })
+        .collect();
     Ok(Span {
         trace_id,
         span_id,
@@ -229,6 +247,7 @@ fn span(raw: Value, resource: &Arc<AttrList>, service: Option<&str>) -> Result<S
             .status
             .and_then(|st| status(st.code.as_ref()))
             .unwrap_or_default(),
+        exceptions,
     })
 }
 

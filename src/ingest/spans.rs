@@ -9,6 +9,8 @@
 //! (`path:line: span 3 (id …): why`), never dropped silently; a span that is not an attempt
 //! by the documented rules (an internal span, a gateway's server span) is counted.
 
+mod hidden;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -33,18 +35,16 @@ pub enum AttrValue {
 }
 
 impl AttrValue {
-    /// The value as text. A one-element array (a captured header such as
-    /// `http.request.header.idempotency-key`) is its element; longer arrays join with `,`.
+    /// The value as text. An array is its first element: captured headers are arrays
+    /// (`http.request.header.idempotency-key` = `["order-7"]`), one element per time the
+    /// header was sent, and the first is the one the request carried first.
     pub fn text(&self) -> Option<String> {
         match self {
             AttrValue::Str(s) => Some(s.clone()),
             AttrValue::Int(i) => Some(i.to_string()),
             AttrValue::Double(d) => Some(d.to_string()),
             AttrValue::Bool(b) => Some(b.to_string()),
-            AttrValue::Array(items) => {
-                let parts: Vec<String> = items.iter().filter_map(AttrValue::text).collect();
-                (!parts.is_empty()).then(|| parts.join(","))
-            }
+            AttrValue::Array(items) => items.first().and_then(AttrValue::text),
             AttrValue::Other => None,
         }
     }
@@ -100,15 +100,40 @@ pub struct Span {
     pub resource: Arc<AttrList>,
     pub links: Vec<Link>,
     pub status: SpanStatus,
+    /// The `exception.type` of each `exception` span event, in order: the only record of
+    /// a timeout that an instrumentation reports as a raised exception (Python's requests
+    /// instrumentation sets no status code and, by default, no `error.type`).
+    pub exceptions: Vec<String>,
+}
+
+/// The prefixes of captured HTTP header attributes.
+const HEADER_PREFIXES: [&str; 2] = ["http.request.header.", "http.response.header."];
+
+/// Whether the attribute key `written` is the key `wanted`. Captured header names are
+/// compared as HTTP compares them, ignoring case, and with `-` and `_` alike: Python's
+/// instrumentation writes `http.request.header.x_operation_id` for the header
+/// `X-Operation-Id` (WSGI hands headers over with underscores), Java's and Go's
+/// `http.request.header.x-operation-id`.
+fn same_key(written: &str, wanted: &str, header: bool) -> bool {
+    if !header {
+        return written == wanted;
+    }
+    let fold = |b: u8| if b == b'_' { b'-' } else { b.to_ascii_lowercase() };
+    written.len() == wanted.len()
+        && written
+            .bytes()
+            .zip(wanted.bytes())
+            .all(|(a, b)| fold(a) == fold(b))
 }
 
 impl Span {
     /// A span attribute, else a resource attribute.
     pub fn attr(&self, key: &str) -> Option<&AttrValue> {
+        let header = HEADER_PREFIXES.iter().any(|p| key.starts_with(p));
         self.attributes
             .iter()
             .chain(self.resource.iter())
-            .find(|(k, _)| k == key)
+            .find(|(k, _)| same_key(k, key, header))
             .map(|(_, v)| v)
     }
 
@@ -324,21 +349,33 @@ pub fn outcome(span: &Span) -> Option<Outcome> {
         return Some(o);
     }
     if let Some(kind) = span.attr("error.type").and_then(AttrValue::text) {
-        let k = kind.to_ascii_lowercase();
-        return Some(
-            if k.contains("timeout") || k.contains("timedout") || k.contains("deadline") {
-                Outcome::Timeout
-            } else if k.contains("cancel") {
-                Outcome::Cancelled
-            } else {
-                Outcome::Error
-            },
-        );
+        return Some(failure(&kind));
+    }
+    // An exception that ended a span that did not end OK: the last one recorded.
+    if span.status != SpanStatus::Ok {
+        if let Some(kind) = span.exceptions.last() {
+            return Some(failure(kind));
+        }
     }
     match span.status {
         SpanStatus::Error => Some(Outcome::Error),
         SpanStatus::Ok => Some(Outcome::Ok),
         SpanStatus::Unset => None,
+    }
+}
+
+/// What a failure's type name (`error.type`, an exception event's `exception.type`) says:
+/// `java.net.SocketTimeoutException`, `requests.exceptions.ReadTimeout`,
+/// `urllib3.exceptions.ReadTimeoutError`, `TimeoutError`, `DeadlineExceeded` are timeouts;
+/// `asyncio.CancelledError` is a cancellation; anything else is an error.
+fn failure(kind: &str) -> Outcome {
+    let k = kind.to_ascii_lowercase();
+    if k.contains("timeout") || k.contains("timedout") || k.contains("deadline") {
+        Outcome::Timeout
+    } else if k.contains("cancel") {
+        Outcome::Cancelled
+    } else {
+        Outcome::Error
     }
 }
 
@@ -446,6 +483,9 @@ pub enum Skip {
     /// Its direct children at the same hop and service are the attempts (a call span
     /// over per-try spans).
     Wrapper,
+    /// A client span whose sends are the server spans below it: a layer inside the
+    /// client resent without spans of its own (hidden resends).
+    HiddenSends,
     /// Reported as a bad line (no hop, no start time, …); still followed as an ancestor.
     Bad,
 }
@@ -458,6 +498,7 @@ impl Skip {
             Skip::Receive => "messaging receive (poll)",
             Skip::MappedOut => "mapped to '-'",
             Skip::Wrapper => "wraps per-try spans",
+            Skip::HiddenSends => "its sends are the server spans below it: hidden resends",
             Skip::Bad => "bad (reported)",
         }
     }
@@ -635,6 +676,8 @@ pub struct MappedSpan {
     start_ms: Millis,
     finish_ms: Option<Millis>,
     fields: AttemptFields,
+    /// A send by a layer inside the client span above it, seen only as this server span.
+    hidden: bool,
 }
 
 /// `span 3 (id 5fb3a1c2d4e6f708)`: how messages name a span.
@@ -741,6 +784,7 @@ pub fn map_span(
         start_ms: span.start_ms.unwrap_or(0.0),
         finish_ms: span.finish_ms,
         fields,
+        hidden: false,
         trace_id: span.trace_id,
     };
     (mapped, problem)
@@ -806,6 +850,7 @@ pub fn resolve(mut spans: Vec<MappedSpan>, mapping: &SpanMapping) -> Resolved {
     for w in wrappers {
         spans[w].role = Role::NotAttempt(Skip::Wrapper);
     }
+    hidden::mark_hidden_sends(&mut spans, &find);
 
     // The trace IDs as written, for operations named by the trace where the causes end.
     let trace_names: HashMap<u128, &str> = spans
@@ -966,6 +1011,7 @@ fn checked_line(
         delay_ms: None,
         retry_after_ms: f.retry_after_ms,
         effect: false,
+        hidden: s.hidden,
     }
 }
 
@@ -992,6 +1038,7 @@ mod tests {
             resource: Arc::new(Vec::new()),
             links: Vec::new(),
             status: SpanStatus::Unset,
+            exceptions: Vec::new(),
         }
     }
 

@@ -41,6 +41,11 @@ pub fn finding_text(finding: &str) -> String {
     let (kind, hop) = finding.split_once('@').unwrap_or((finding, "?"));
     match kind {
         "retries" => format!("the {hop} retried: a line there has more than one attempt"),
+        "hidden-resends" => format!(
+            "a layer inside the {hop}'s client (an SDK or transport retry) resent without a span of its own: \
+             its sends, seen as several server spans under one client span, count as the {hop}'s attempts; \
+             to see that layer as a hop, map those server spans to one (docs/formats.md, \"Hidden resends\")"
+        ),
         "redelivery" => format!("the queue redelivered a message to the {hop}"),
         "fan-out" => {
             format!("the {hop} addressed several distinct targets or messages under one parent")
