@@ -119,7 +119,10 @@ fn nested_tenacity_at_web_and_at_edge_is_nested_retry() {
         assert_eq!(funnel(&row), (web, edge_out, stock), "{op}");
         // web sent more than once, and edge sent more requests than it received for one
         // SKU: two layers retried.
-        assert!(web > 1 && edge_out > edge_in, "{op}: {web} {edge_in} {edge_out}");
+        assert!(
+            web > 1 && edge_out > edge_in,
+            "{op}: {web} {edge_in} {edge_out}"
+        );
         assert_eq!(row.class, "nested-retry", "{op}");
         assert_eq!(row.first_multiplying_hop.as_deref(), Some("caller"), "{op}");
         assert!(row.has_finding("retries@caller") && row.has_finding("retries@gateway"));
@@ -143,14 +146,22 @@ fn urllib3_resends_inside_one_requests_span_are_the_callers_not_the_gateways() {
         assert_eq!(edge_out, edge_in, "{op}");
         // Every send from web's side is an attempt of the caller hop.
         assert_eq!(funnel(&row), (edge_in, edge_out, stock), "{op}");
-        assert!(row.has_finding("hidden-resends@caller"), "{op}: {:?}", row.findings);
+        assert!(
+            row.has_finding("hidden-resends@caller"),
+            "{op}: {:?}",
+            row.findings
+        );
         assert!(row.has_finding("retries@caller"), "{op}");
         assert!(
             !row.findings.iter().any(|f| f.ends_with("@gateway")),
             "{op}: nothing happened at the gateway: {:?}",
             row.findings
         );
-        let class = if edge_in > BUDGET { "over-budget" } else { "healthy" };
+        let class = if edge_in > BUDGET {
+            "over-budget"
+        } else {
+            "healthy"
+        };
         assert_eq!(row.class, class, "{op}");
         assert_eq!(row.first_multiplying_hop.as_deref(), Some("caller"), "{op}");
     }
@@ -234,7 +245,11 @@ fn a_read_timeout_recorded_only_as_an_exception_event_overlaps_at_the_gateway() 
         assert_eq!(funnel(&row), want, "{op}");
         assert!(counts.get("web.timed_out", &op) >= 1, "{op}");
         assert_eq!(row.class, "overlap", "{op}");
-        assert!(row.has_finding("overlap@gateway"), "{op}: {:?}", row.findings);
+        assert!(
+            row.has_finding("overlap@gateway"),
+            "{op}: {:?}",
+            row.findings
+        );
         assert!(row.overlap_ms > 0.0, "{op}");
     }
 
@@ -280,7 +295,11 @@ fn four_skus_from_one_gateway_request_are_fan_out() {
         assert_eq!(funnel(&row), want, "{op}");
         assert!(want.0 == 1 && want.1 > 1, "{op}");
         assert_eq!(row.class, "fan-out", "{op}");
-        assert_eq!(row.first_multiplying_hop.as_deref(), Some("gateway"), "{op}");
+        assert_eq!(
+            row.first_multiplying_hop.as_deref(),
+            Some("gateway"),
+            "{op}"
+        );
     }
 }
 
@@ -296,7 +315,11 @@ fn a_fixed_delay_failure_wave_retries_once_per_operation() {
             counts.get("stock.received", op),
         );
         assert_eq!(funnel(row), want, "{op}");
-        assert_eq!(want, (2, 2, 2), "{op}: one failure and one retry per operation");
+        assert_eq!(
+            want,
+            (2, 2, 2),
+            "{op}: one failure and one retry per operation"
+        );
         assert!(row.has_finding("retries@caller"), "{op}");
     }
 }

@@ -118,7 +118,13 @@ fn same_key(written: &str, wanted: &str, header: bool) -> bool {
     if !header {
         return written == wanted;
     }
-    let fold = |b: u8| if b == b'_' { b'-' } else { b.to_ascii_lowercase() };
+    let fold = |b: u8| {
+        if b == b'_' {
+            b'-'
+        } else {
+            b.to_ascii_lowercase()
+        }
+    };
     written.len() == wanted.len()
         && written
             .bytes()
@@ -1501,6 +1507,241 @@ mod tests {
             resolved.problems[0].1.contains("loop"),
             "{:?}",
             resolved.problems
+        );
+    }
+
+    #[test]
+    fn captured_headers_match_in_any_spelling_and_an_array_is_its_first_element() {
+        let header = AttrValue::Array(vec![s("order-7"), s("order-8")]);
+        let sp = span(
+            SpanKind::Server,
+            "svc",
+            &[
+                ("http.request.header.x_operation_id", header),
+                ("http.response.header.Retry_After", s("2")),
+                ("x_operation_id", s("not a header")),
+            ],
+        );
+        for key in [
+            "http.request.header.x-operation-id",
+            "http.request.header.X-Operation-Id",
+            "http.request.header.x_operation_id",
+        ] {
+            assert_eq!(
+                sp.attr(key).and_then(AttrValue::text).as_deref(),
+                Some("order-7"),
+                "{key}"
+            );
+        }
+        assert_eq!(
+            attempt_fields(&sp, false).unwrap().retry_after_ms,
+            Some(2000.0)
+        );
+        // Only captured headers are compared loosely; other keys must match exactly.
+        assert_eq!(sp.attr("x-operation-id"), None);
+        assert_eq!(sp.attr("http.request.header.x-operation"), None);
+        assert_eq!(sp.attr("http.response.header.x-operation-id"), None);
+    }
+
+    #[test]
+    fn an_exception_event_names_the_failure_of_a_span_that_did_not_end_ok() {
+        let cases = [
+            (
+                "requests.exceptions.ReadTimeout",
+                SpanStatus::Error,
+                Some(Outcome::Timeout),
+            ),
+            (
+                "urllib3.exceptions.ReadTimeoutError",
+                SpanStatus::Error,
+                Some(Outcome::Timeout),
+            ),
+            ("TimeoutError", SpanStatus::Unset, Some(Outcome::Timeout)),
+            (
+                "DeadlineExceeded",
+                SpanStatus::Error,
+                Some(Outcome::Timeout),
+            ),
+            (
+                "asyncio.exceptions.CancelledError",
+                SpanStatus::Error,
+                Some(Outcome::Cancelled),
+            ),
+            ("ValueError", SpanStatus::Error, Some(Outcome::Error)),
+            // An exception the span recorded and got over: the span says it ended OK.
+            (
+                "requests.exceptions.ReadTimeout",
+                SpanStatus::Ok,
+                Some(Outcome::Ok),
+            ),
+        ];
+        for (kind, status, expected) in cases {
+            let mut sp = span(SpanKind::Client, "svc", &[]);
+            sp.status = status;
+            sp.exceptions = vec!["ConnectionResetError".into(), kind.into()];
+            assert_eq!(outcome(&sp), expected, "{kind} {status:?}");
+        }
+        // A status code and error.type come first.
+        let mut sp = span(
+            SpanKind::Client,
+            "svc",
+            &[("http.response.status_code", AttrValue::Int(503))],
+        );
+        sp.status = SpanStatus::Error;
+        sp.exceptions = vec!["requests.exceptions.HTTPError".into()];
+        assert_eq!(outcome(&sp), Some(Outcome::Http(503)));
+    }
+
+    /// A caller client span with two gateway server spans below it (a layer inside the
+    /// client resent), each with a gateway client span below; and a second caller span
+    /// with one server span below it (no resend).
+    fn resent_spans() -> Vec<Span> {
+        let url = ("url.full", s("http://gateway/items/42"));
+        let route = ("http.route", s("/items/<id>"));
+        vec![
+            child(
+                "0000000000000001",
+                None,
+                SpanKind::Client,
+                "caller",
+                &[url.clone()],
+            ),
+            child(
+                "0000000000000002",
+                Some("0000000000000001"),
+                SpanKind::Server,
+                "gateway",
+                &[
+                    route.clone(),
+                    ("http.response.status_code", AttrValue::Int(503)),
+                ],
+            ),
+            child(
+                "0000000000000003",
+                Some("0000000000000001"),
+                SpanKind::Server,
+                "gateway",
+                &[route.clone()],
+            ),
+            child(
+                "0000000000000004",
+                Some("0000000000000002"),
+                SpanKind::Client,
+                "gateway",
+                &[],
+            ),
+            child(
+                "0000000000000005",
+                Some("0000000000000003"),
+                SpanKind::Client,
+                "gateway",
+                &[],
+            ),
+            child("0000000000000006", None, SpanKind::Client, "caller", &[url]),
+            child(
+                "0000000000000007",
+                Some("0000000000000006"),
+                SpanKind::Server,
+                "gateway",
+                &[route],
+            ),
+        ]
+    }
+
+    #[test]
+    fn server_spans_resent_inside_one_client_span_are_the_clients_hidden_sends() {
+        let m = mapping();
+        let resolved = resolve(
+            resent_spans().into_iter().map(|s| mapped(s, &m)).collect(),
+            &m,
+        );
+        assert!(resolved.problems.is_empty());
+        let got: Vec<(&str, u16, bool, Option<&str>, Option<&str>)> = resolved
+            .lines
+            .iter()
+            .map(|(_, l)| {
+                (
+                    l.span_id.as_deref().unwrap(),
+                    l.hop,
+                    l.hidden,
+                    l.parent_id.as_deref(),
+                    l.target.as_deref(),
+                )
+            })
+            .collect();
+        let target = Some("gateway/items/42");
+        assert_eq!(
+            got,
+            vec![
+                // The two sends are the caller's, addressing what its client span did.
+                ("0000000000000002", 0, true, None, target),
+                ("0000000000000003", 0, true, None, target),
+                // The gateway's calls hang below the send that carried them.
+                (
+                    "0000000000000004",
+                    1,
+                    false,
+                    Some("0000000000000002"),
+                    Some("op")
+                ),
+                (
+                    "0000000000000005",
+                    1,
+                    false,
+                    Some("0000000000000003"),
+                    Some("op")
+                ),
+                // One server span under a client span is no resend.
+                ("0000000000000006", 0, false, None, target),
+            ]
+        );
+        assert_eq!(resolved.lines[0].1.outcome, Some(Outcome::Http(503)));
+        assert_eq!(
+            resolved
+                .stats
+                .skipped
+                .get(&("caller".into(), "client", Skip::HiddenSends)),
+            Some(&1)
+        );
+    }
+
+    #[test]
+    fn server_spans_mapped_to_a_hop_are_never_hidden_sends() {
+        let hops = HopOrder::new(vec![
+            "caller".into(),
+            "sdk".into(),
+            "gateway".into(),
+            "dependency".into(),
+        ])
+        .unwrap();
+        let mut m = SpanMapping::new(&hops, vec![false; 4]);
+        m.add_hop_rules("--hop", &["gateway:server=sdk".into()], &hops)
+            .unwrap();
+        let spans: Vec<MappedSpan> = resent_spans()
+            .into_iter()
+            .map(|sp| {
+                let (mapped, problem) = map_span(sp, 1, SourceRef { file: 0, line: 1 }, &m, &hops);
+                assert_eq!(problem, None);
+                mapped
+            })
+            .collect();
+        let resolved = resolve(spans, &m);
+        let got: Vec<(&str, u16, bool)> = resolved
+            .lines
+            .iter()
+            .map(|(_, l)| (l.span_id.as_deref().unwrap(), l.hop, l.hidden))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("0000000000000001", 0, false),
+                ("0000000000000002", 1, false),
+                ("0000000000000003", 1, false),
+                ("0000000000000004", 2, false),
+                ("0000000000000005", 2, false),
+                ("0000000000000006", 0, false),
+                ("0000000000000007", 1, false),
+            ]
         );
     }
 
