@@ -323,3 +323,46 @@ fn a_fixed_delay_failure_wave_retries_once_per_operation() {
         assert!(row.has_finding("retries@caller"), "{op}");
     }
 }
+
+#[test]
+fn convert_keeps_the_hidden_sends_so_analyze_gives_the_same_rows() {
+    for scenario in ["sdk-resends", "timeout-overlap", "nested"] {
+        let converted = TempFile::reserve("real.jsonl");
+        let out = converted
+            .path()
+            .to_str()
+            .expect("UTF-8 temp path")
+            .to_string();
+        run(&[
+            "convert",
+            "--policy",
+            HOP_MAP,
+            "--operation-attribute",
+            OPERATION_HEADER,
+            "-o",
+            &out,
+            &spans(scenario),
+        ])
+        .expect_code(0);
+        if scenario == "sdk-resends" {
+            let text = std::fs::read_to_string(converted.path()).expect("converted file");
+            let hidden = text
+                .lines()
+                .filter(|l| l.contains(r#""hidden":true"#))
+                .count();
+            let counts = Counts::load(scenario);
+            let received: u64 = counts
+                .operations()
+                .iter()
+                .map(|op| counts.get("edge.received", op))
+                .sum();
+            assert_eq!(
+                hidden as u64, received,
+                "every send edge received is hidden"
+            );
+        }
+        let direct = rows(scenario, &[]);
+        let again = by_id(analyze_rows(&[out.as_str()], &[]));
+        assert_eq!(direct, again, "{scenario}");
+    }
+}

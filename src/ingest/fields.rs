@@ -113,6 +113,8 @@ pub struct RawFields<'a> {
     #[serde(borrow)]
     pub effect: Option<Scalar<'a>>,
     #[serde(borrow)]
+    pub hidden: Option<Scalar<'a>>,
+    #[serde(borrow)]
     pub event: Option<Scalar<'a>>,
     #[serde(borrow)]
     pub ts: Option<Scalar<'a>>,
@@ -185,7 +187,16 @@ impl<'a> RawFields<'a> {
             .retry_after_ms
             .map(|v| duration("retry_after_ms", v))
             .transpose()?;
-        let effect = self.effect.map(boolean).transpose()?.unwrap_or(false);
+        let effect = self
+            .effect
+            .map(|v| boolean("effect", v))
+            .transpose()?
+            .unwrap_or(false);
+        let hidden = self
+            .hidden
+            .map(|v| boolean("hidden", v))
+            .transpose()?
+            .unwrap_or(false);
 
         let explicit_hop = match self.hop {
             Some(v) => Some(hop_index(hops, &text("hop", v)?)?),
@@ -252,7 +263,7 @@ impl<'a> RawFields<'a> {
             delay_ms,
             retry_after_ms,
             effect,
-            hidden: false,
+            hidden,
         })
     }
 }
@@ -301,13 +312,13 @@ fn duration(key: &str, v: Scalar) -> Result<Millis, String> {
     Ok(n)
 }
 
-fn boolean(v: Scalar) -> Result<bool, String> {
+fn boolean(key: &str, v: Scalar) -> Result<bool, String> {
     match v {
         Scalar::Bool(b) => Ok(b),
         Scalar::Str(s) if s == "true" => Ok(true),
         Scalar::Str(s) if s == "false" => Ok(false),
         other => Err(format!(
-            "effect must be true or false, got {}",
+            "{key} must be true or false, got {}",
             other.describe()
         )),
     }

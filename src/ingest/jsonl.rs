@@ -173,6 +173,7 @@ mod flat {
             (6, "finish") => (7, &mut f.finish),
             (6, "target") => (9, &mut f.target),
             (6, "effect") => (16, &mut f.effect),
+            (6, "hidden") => (21, &mut f.hidden),
             (6, "spanId") => (12, &mut f.span_id),
             (7, "attempt") => (3, &mut f.attempt),
             (7, "startMs") => (4, &mut f.start_ms),

@@ -42,7 +42,7 @@ type Slot = for<'r, 'a> fn(&'r mut RawFields<'a>) -> &'r mut Option<Scalar<'a>>;
 
 /// The columns read: each key with every spelling JSON Lines accepts for it (snake_case
 /// first), and its place in [`RawFields`].
-const COLUMNS: [(&[&str], Slot); 21] = [
+const COLUMNS: [(&[&str], Slot); 22] = [
     (&["operation_id", "operationId", "operation"], |f| {
         &mut f.operation_id
     }),
@@ -64,6 +64,7 @@ const COLUMNS: [(&[&str], Slot); 21] = [
         &mut f.retry_after_ms
     }),
     (&["effect"], |f| &mut f.effect),
+    (&["hidden"], |f| &mut f.hidden),
     (&["event"], |f| &mut f.event),
     (&["ts"], |f| &mut f.ts),
     (&["t_ms", "tMs"], |f| &mut f.t_ms),
