@@ -7,11 +7,12 @@ use rayon::prelude::*;
 
 use crate::burst::{find_bursts, Burst, RetryPoint};
 use crate::classify::{classify, findings, operation_facts, Class, Finding, FindingKind, Role};
-use crate::config::{BadInputPolicy, Rules};
+use crate::diagnostics::Diagnostics;
 use crate::group::{build_tree, Tree};
-use crate::ingest::{Ingested, InputIssue};
+use crate::ingest::Ingested;
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
-use crate::normalize::{canonical_order, normalize_operation, problem_issues};
+use crate::normalize::{normalize_operation, ByOperation};
+use crate::rules::Rules;
 
 /// Duplicate events named one by one before the rest are only counted.
 const DUPLICATES_LISTED: usize = 3;
@@ -174,7 +175,8 @@ pub struct Analysis {
     pub bursts: Vec<Burst>,
     /// The operations of each burst, sorted, parallel to `bursts`.
     pub burst_operations: Vec<Vec<OperationKey>>,
-    pub issues: Vec<InputIssue>,
+    /// Every bad line: of the input, and the events normalize could not use.
+    pub diagnostics: Diagnostics,
     pub duplicate_events: u64,
     /// `path:line` of the first duplicates, for the message that reports them.
     pub duplicate_examples: Vec<String>,
@@ -301,12 +303,7 @@ fn add_counts(into: &mut Vec<u64>, from: &[u64]) {
     }
 }
 
-pub fn analyze(
-    mut ingested: Ingested,
-    rules: &Rules,
-    bad_input: BadInputPolicy,
-    keep: &Keep,
-) -> anyhow::Result<Analysis> {
+pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> anyhow::Result<Analysis> {
     let events = std::mem::take(&mut ingested.events);
     let event_count = events.len() as u64;
     let trace_end_ms = events
@@ -361,9 +358,9 @@ pub fn analyze(
     unfinished_per_hop.resize(rules.hops.len(), 0);
     orphans_per_hop.resize(rules.hops.len(), 0);
 
-    let mut issues = std::mem::take(&mut ingested.issues);
-    let problems = problem_issues(&ingested.files, problems, bad_input)?;
-    issues.extend(problems);
+    ingested
+        .diagnostics
+        .bad_sources_in_file_order(&ingested.files, problems)?;
 
     let bursts = detect_bursts(retries, rules);
     let mut burst_hops: Vec<(u32, u16)> = bursts
@@ -442,7 +439,7 @@ pub fn analyze(
         attempts,
         bursts,
         burst_operations,
-        issues,
+        diagnostics: ingested.diagnostics,
         duplicate_events: duplicates.len() as u64,
         duplicate_examples,
         duplicate_effects,
@@ -489,42 +486,6 @@ fn choose_kept(pending: &[Pending], keep: &Keep, ingested: &Ingested) -> Vec<u32
             all.sort_by(by_worst);
             all.into_iter().map(|p| p.op).collect()
         }
-    }
-}
-
-/// Event indexes grouped by operation (a counting sort): operation `op` owns
-/// `order[offsets[op]..offsets[op + 1]]`. Cheaper than sorting 72-byte events globally.
-pub struct ByOperation {
-    offsets: Vec<u32>,
-    order: Vec<u32>,
-}
-
-impl ByOperation {
-    pub fn new(events: &[Event], operations: usize) -> ByOperation {
-        let mut offsets = vec![0u32; operations + 1];
-        for e in events {
-            offsets[e.op as usize + 1] += 1;
-        }
-        for i in 1..offsets.len() {
-            offsets[i] += offsets[i - 1];
-        }
-        let mut next = offsets.clone();
-        let mut order = vec![0u32; events.len()];
-        for (i, e) in events.iter().enumerate() {
-            let slot = &mut next[e.op as usize];
-            order[*slot as usize] = i as u32;
-            *slot += 1;
-        }
-        ByOperation { offsets, order }
-    }
-
-    /// Fills `into` with the events of operation `op` in canonical order: what normalize
-    /// takes.
-    pub fn sorted_events(&self, events: &[Event], op: usize, into: &mut Vec<Event>) {
-        let range = self.offsets[op] as usize..self.offsets[op + 1] as usize;
-        into.clear();
-        into.extend(self.order[range].iter().map(|&i| events[i as usize]));
-        into.sort_unstable_by(canonical_order);
     }
 }
 

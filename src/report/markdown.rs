@@ -4,9 +4,10 @@
 //! escaped, so that no operation ID or hop name turns into markup or a link.
 
 use super::layout::{headline, sections};
+use crate::gate::GateReport;
 use crate::summary::Summary;
 
-pub fn render(summary: &Summary) -> String {
+pub fn render(summary: &Summary, gate: Option<&GateReport>) -> String {
     let mut out = format!(
         "## attempt-funnel report\n\n**{}**\n",
         escape(&headline(summary))
@@ -15,7 +16,7 @@ pub fn render(summary: &Summary) -> String {
         let files: Vec<String> = summary.input.files.iter().map(|f| code(f)).collect();
         out.push_str(&format!("\nRead from {}.\n", files.join(", ")));
     }
-    for section in sections(summary) {
+    for section in sections(summary, gate) {
         out.push_str(&format!("\n### {}\n\n", escape(&section.title)));
         if section.headers.is_empty() {
             for note in &section.notes {

@@ -4,11 +4,12 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 
 use super::layout::{headline, sections};
+use crate::gate::GateReport;
 use crate::summary::Summary;
 
-pub fn render(summary: &Summary) -> String {
+pub fn render(summary: &Summary, gate: Option<&GateReport>) -> String {
     let mut out = format!("attempt-funnel — {}\n", headline(summary));
-    for section in sections(summary) {
+    for section in sections(summary, gate) {
         out.push_str(&format!("\n{}\n", section.title));
         if !section.headers.is_empty() {
             let mut table = Table::new();

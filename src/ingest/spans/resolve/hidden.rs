@@ -11,8 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Cause, MappedSpan, Role, Skip};
-use crate::config::SpanKind;
+use super::{Cause, MappedSpan, Role, Skip, SpanKind};
 
 /// Turns the server spans that are a client span's hidden sends into attempts at the
 /// client's hop, and the client span into a wrapper. A span that is already an attempt
