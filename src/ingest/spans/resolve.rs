@@ -702,7 +702,10 @@ mod tests {
                 ("0000000000000006", 0, false, None, target),
             ]
         );
-        assert_eq!(resolved.lines[0].1.outcome, Some(Outcome::Http(503)));
+        assert_eq!(
+            resolved.lines[0].1.outcome,
+            Some(crate::model::Outcome::Http(503))
+        );
         assert_eq!(
             resolved
                 .stats
