@@ -611,7 +611,7 @@ mod tests {
                 None,
                 SpanKind::Client,
                 "caller",
-                &[url.clone()],
+                std::slice::from_ref(&url),
             ),
             child(
                 "0000000000000002",
@@ -628,7 +628,7 @@ mod tests {
                 Some("0000000000000001"),
                 SpanKind::Server,
                 "gateway",
-                &[route.clone()],
+                std::slice::from_ref(&route),
             ),
             child(
                 "0000000000000004",
@@ -663,6 +663,8 @@ mod tests {
             &m,
         );
         assert!(resolved.problems.is_empty());
+        // (span, hop, hidden, parent, target) of each attempt.
+        #[allow(clippy::type_complexity)]
         let got: Vec<(&str, u16, bool, Option<&str>, Option<&str>)> = resolved
             .lines
             .iter()
