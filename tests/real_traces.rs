@@ -44,6 +44,27 @@ impl Counts {
     fn get(&self, counter: &str, op: &str) -> u64 {
         self.json[counter][op].as_u64().unwrap_or(0)
     }
+
+    /// Every counter of one operation: web's sends, edge's receipts and sends, stock's
+    /// receipts.
+    fn every_send(&self, op: &str) -> (u64, u64, u64, u64) {
+        (
+            self.get("web.sent", op),
+            self.get("edge.received", op),
+            self.get("edge.sent", op),
+            self.get("stock.received", op),
+        )
+    }
+
+    /// The attempts per hop these counts imply where nothing is hidden: web's sends at
+    /// the caller, edge's sends at the gateway, stock's receipts at the dependency.
+    fn funnel(&self, op: &str) -> (u64, u64, u64) {
+        (
+            self.get("web.sent", op),
+            self.get("edge.sent", op),
+            self.get("stock.received", op),
+        )
+    }
 }
 
 fn spans(scenario: &str) -> String {
@@ -60,8 +81,7 @@ fn rows(scenario: &str, extra: &[&str]) -> BTreeMap<String, OperationRow> {
     by_id(analyze_rows(&[spans(scenario)], &flags))
 }
 
-/// The attempts per hop that the services' counts say each operation made, with the
-/// default hop map: web's sends, edge's sends, stock's receipts.
+/// The attempts per hop `analyze` reported, in the order of [`Counts::funnel`].
 fn funnel(row: &OperationRow) -> (u64, u64, u64) {
     (
         row.attempts_at("caller"),
@@ -94,11 +114,7 @@ fn every_driven_request_is_one_operation_named_by_the_captured_header() {
 fn healthy_one_request_per_hop() {
     let counts = Counts::load("healthy");
     for (op, row) in rows("healthy", &[]) {
-        let want = (
-            counts.get("web.sent", &op),
-            counts.get("edge.sent", &op),
-            counts.get("stock.received", &op),
-        );
+        let want = counts.funnel(&op);
         assert_eq!(funnel(&row), want, "{op}");
         assert_eq!(want, (1, 1, 1), "{op}: the counts say one request per hop");
         assert_eq!(row.class, "healthy", "{op}");
@@ -110,12 +126,7 @@ fn healthy_one_request_per_hop() {
 fn nested_tenacity_at_web_and_at_edge_is_nested_retry() {
     let counts = Counts::load("nested");
     for (op, row) in rows("nested", &[]) {
-        let (web, edge_in, edge_out, stock) = (
-            counts.get("web.sent", &op),
-            counts.get("edge.received", &op),
-            counts.get("edge.sent", &op),
-            counts.get("stock.received", &op),
-        );
+        let (web, edge_in, edge_out, stock) = counts.every_send(&op);
         assert_eq!(funnel(&row), (web, edge_out, stock), "{op}");
         // web sent more than once, and edge sent more requests than it received for one
         // SKU: two layers retried.
@@ -134,12 +145,7 @@ fn nested_tenacity_at_web_and_at_edge_is_nested_retry() {
 fn urllib3_resends_inside_one_requests_span_are_the_callers_not_the_gateways() {
     let counts = Counts::load("sdk-resends");
     for (op, row) in rows("sdk-resends", &[]) {
-        let (web, edge_in, edge_out, stock) = (
-            counts.get("web.sent", &op),
-            counts.get("edge.received", &op),
-            counts.get("edge.sent", &op),
-            counts.get("stock.received", &op),
-        );
+        let (web, edge_in, edge_out, stock) = counts.every_send(&op);
         // edge received more requests than web's code sent: a layer inside web's client
         // resent them. edge sent one request per request received: it never retried.
         assert!(edge_in > web, "{op}: {edge_in} received, {web} sent");
@@ -186,12 +192,7 @@ fn the_hidden_layer_mapped_as_a_hop_of_its_own_shows_both_retrying_layers() {
         ],
     );
     for (op, row) in explicit {
-        let want = (
-            counts.get("web.sent", &op),
-            counts.get("edge.received", &op),
-            counts.get("edge.sent", &op),
-            counts.get("stock.received", &op),
-        );
+        let want = counts.every_send(&op);
         let got = (
             row.attempts_at("caller"),
             row.attempts_at("sdk"),
@@ -216,11 +217,7 @@ fn the_hidden_layer_mapped_as_a_hop_of_its_own_shows_both_retrying_layers() {
 fn one_retry_with_jitter_is_healthy() {
     let counts = Counts::load("jitter");
     for (op, row) in rows("jitter", &[]) {
-        let want = (
-            counts.get("web.sent", &op),
-            counts.get("edge.sent", &op),
-            counts.get("stock.received", &op),
-        );
+        let want = counts.funnel(&op);
         assert_eq!(funnel(&row), want, "{op}");
         // One layer (web) retried, within its budget; edge sent once per request.
         assert!(want.0 > 1 && want.0 <= BUDGET, "{op}");
@@ -237,11 +234,7 @@ fn one_retry_with_jitter_is_healthy() {
 fn a_read_timeout_recorded_only_as_an_exception_event_overlaps_at_the_gateway() {
     let counts = Counts::load("timeout-overlap");
     for (op, row) in rows("timeout-overlap", &[]) {
-        let want = (
-            counts.get("web.sent", &op),
-            counts.get("edge.sent", &op),
-            counts.get("stock.received", &op),
-        );
+        let want = counts.funnel(&op);
         assert_eq!(funnel(&row), want, "{op}");
         assert!(counts.get("web.timed_out", &op) >= 1, "{op}");
         assert_eq!(row.class, "overlap", "{op}");
@@ -287,11 +280,7 @@ fn a_read_timeout_recorded_only_as_an_exception_event_overlaps_at_the_gateway() 
 fn four_skus_from_one_gateway_request_are_fan_out() {
     let counts = Counts::load("fan-out");
     for (op, row) in rows("fan-out", &[]) {
-        let want = (
-            counts.get("web.sent", &op),
-            counts.get("edge.sent", &op),
-            counts.get("stock.received", &op),
-        );
+        let want = counts.funnel(&op);
         assert_eq!(funnel(&row), want, "{op}");
         assert!(want.0 == 1 && want.1 > 1, "{op}");
         assert_eq!(row.class, "fan-out", "{op}");
@@ -309,11 +298,7 @@ fn a_fixed_delay_failure_wave_retries_once_per_operation() {
     let ops = rows("wave", &[]);
     assert_eq!(ops.len(), counts.operations().len());
     for (op, row) in &ops {
-        let want = (
-            counts.get("web.sent", op),
-            counts.get("edge.sent", op),
-            counts.get("stock.received", op),
-        );
+        let want = counts.funnel(op);
         assert_eq!(funnel(row), want, "{op}");
         assert_eq!(
             want,
