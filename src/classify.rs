@@ -80,6 +80,8 @@ pub enum FindingKind {
     RetryWithoutDelay,
     RetryAfterNotHonoured,
     RetryAfterNotClamped,
+    AttemptAfterDeadline,
+    BackoffOverDeadline,
     DuplicateEffect,
     Unfinished,
     Orphan,
@@ -98,6 +100,8 @@ impl FindingKind {
             FindingKind::RetryWithoutDelay => "retry-without-delay",
             FindingKind::RetryAfterNotHonoured => "retry-after-not-honoured",
             FindingKind::RetryAfterNotClamped => "retry-after-not-clamped",
+            FindingKind::AttemptAfterDeadline => "attempt-after-deadline",
+            FindingKind::BackoffOverDeadline => "backoff-over-deadline",
             FindingKind::DuplicateEffect => "duplicate-effect",
             FindingKind::Unfinished => "unfinished",
             FindingKind::Orphan => "orphan",
@@ -137,6 +141,10 @@ pub struct HopFacts {
     pub retry_without_delay: bool,
     pub retry_after_not_honoured: bool,
     pub retry_after_not_clamped: bool,
+    /// A line's attempt started at or after the hop's deadline.
+    pub attempt_after_deadline: bool,
+    /// A line's backoff delays add up to more than the hop's deadline.
+    pub backoff_over_deadline: bool,
     pub duplicate_effects: u32,
     pub unfinished: u32,
     pub orphans: u32,
@@ -227,19 +235,28 @@ pub fn operation_facts(
                 h.retries = true;
                 Role::Retry
             };
+            let mut backoff_ms: Millis = 0.0;
             for pair in line.attempts.windows(2) {
                 let (prev, this) = (&attempts[pair[0] as usize], &attempts[pair[1] as usize]);
                 roles[pair[1] as usize] = role;
-                let gap = prev.finish_ms.map(|f| this.start_ms - f);
+                let delay_ms = backoff_before(prev, this);
+                backoff_ms += delay_ms.unwrap_or(0.0);
                 retry_starts.push(RetryStart {
                     hop: this.hop,
                     start_ms: this.start_ms,
-                    delay_ms: this.delay_ms.or(gap.filter(|g| *g >= 0.0)),
+                    delay_ms,
                 });
                 let hygiene = retry_hygiene(prev, this);
                 h.retry_without_delay |= hygiene.without_delay;
                 h.retry_after_not_honoured |= hygiene.hint_not_honoured;
                 h.retry_after_not_clamped |= hygiene.hint_not_clamped;
+            }
+            if let Some(deadline_ms) = rules.deadlines[line.hop as usize] {
+                let first_start = attempts[line.attempts[0] as usize].start_ms;
+                h.attempt_after_deadline |= line.attempts[1..]
+                    .iter()
+                    .any(|&i| attempts[i as usize].start_ms - first_start >= deadline_ms);
+                h.backoff_over_deadline |= backoff_ms > deadline_ms;
             }
         }
         group_start = group_end;
@@ -267,6 +284,14 @@ pub fn operation_facts(
             .reduce(Millis::max),
         overlap_ms,
     }
+}
+
+/// The backoff before a repeat: the declared `delay_ms`, else the observed gap since the
+/// previous attempt of its line ended (none when that one never finished, or when the
+/// repeat started before it ended).
+fn backoff_before(prev: &Attempt, this: &Attempt) -> Option<Millis> {
+    let gap = prev.finish_ms.map(|f| this.start_ms - f);
+    this.delay_ms.or(gap.filter(|g| *g >= 0.0))
 }
 
 struct Hygiene {
@@ -429,6 +454,8 @@ pub fn findings(facts: &OperationFacts, burst_hops: &[u16]) -> Vec<Finding> {
             FindingKind::RetryAfterNotHonoured,
         );
         add(h.retry_after_not_clamped, FindingKind::RetryAfterNotClamped);
+        add(h.attempt_after_deadline, FindingKind::AttemptAfterDeadline);
+        add(h.backoff_over_deadline, FindingKind::BackoffOverDeadline);
         add(h.duplicate_effects > 0, FindingKind::DuplicateEffect);
         add(h.unfinished > 0, FindingKind::Unfinished);
         add(h.orphans > 0, FindingKind::Orphan);

@@ -1,5 +1,5 @@
-//! The rules the analysis applies: the hop order, the attempt budgets, the hops where
-//! overlap is intended or lines are keyed by message, and the burst parameters. A leaf
+//! The rules the analysis applies: the hop order, the attempt budgets and deadlines, the
+//! hops where overlap is intended or lines are keyed by message, and the burst parameters. A leaf
 //! module: every stage reads these, and they depend on nothing but the model's units.
 
 use anyhow::{bail, Context, Result};
@@ -99,6 +99,9 @@ pub struct Rules {
     /// Hops whose lines are keyed by message ID (queue consumers), per hop index.
     pub queue_hops: Vec<bool>,
     pub burst: BurstParams,
+    /// The most time one line may take, from its first attempt's start, per hop index
+    /// (`None`: no deadline).
+    pub deadlines: Vec<Option<Millis>>,
 }
 
 impl Rules {
@@ -114,6 +117,7 @@ impl Rules {
                 window_ms: DEFAULT_BURST_WINDOW_MS,
                 min_ops: DEFAULT_BURST_MIN_OPS,
             },
+            deadlines: vec![None; n],
         }
     }
 
@@ -140,6 +144,24 @@ impl Rules {
                 .filter(|&n| n >= 1)
                 .with_context(|| format!("--budget {spec:?}: N must be a whole number of at least 1, e.g. --budget {hop}=3"))?;
             self.budgets[index as usize] = n;
+        }
+        Ok(())
+    }
+
+    /// Applies `HOP=MS` deadline settings (`--deadline`, the policy's `[deadlines]`).
+    pub fn set_deadlines(&mut self, flag: &str, specs: &[String]) -> Result<()> {
+        for spec in specs {
+            let (hop, ms) = spec.split_once('=').with_context(|| {
+                format!("{flag} {spec:?}: expected HOP=MS, e.g. --deadline caller=2000")
+            })?;
+            let index = self.hop_for_flag(flag, hop.trim())?;
+            let ms: Millis = ms
+                .trim()
+                .parse()
+                .ok()
+                .filter(|ms: &Millis| ms.is_finite() && *ms > 0.0)
+                .with_context(|| format!("{flag} {spec:?}: MS must be a positive number of milliseconds, e.g. --deadline {hop}=2000"))?;
+            self.deadlines[index as usize] = Some(ms);
         }
         Ok(())
     }

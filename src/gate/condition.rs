@@ -26,7 +26,7 @@ use crate::rules::HopOrder;
 
 const EXAMPLE: &str = "--fail-on 'nested-retry > 0' or --fail-on 'overlap > 1%'";
 
-const FINDINGS: [FindingKind; 13] = [
+const FINDINGS: [FindingKind; 15] = [
     FindingKind::Retries,
     FindingKind::HiddenResends,
     FindingKind::Redelivery,
@@ -37,6 +37,8 @@ const FINDINGS: [FindingKind; 13] = [
     FindingKind::RetryWithoutDelay,
     FindingKind::RetryAfterNotHonoured,
     FindingKind::RetryAfterNotClamped,
+    FindingKind::AttemptAfterDeadline,
+    FindingKind::BackoffOverDeadline,
     FindingKind::DuplicateEffect,
     FindingKind::Unfinished,
     FindingKind::Orphan,
