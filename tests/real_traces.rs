@@ -293,7 +293,7 @@ fn four_skus_from_one_gateway_request_are_fan_out() {
 }
 
 #[test]
-fn a_fixed_delay_failure_wave_retries_once_per_operation() {
+fn a_fixed_delay_failure_wave_is_one_synchronized_burst() {
     let counts = Counts::load("wave");
     let ops = rows("wave", &[]);
     assert_eq!(ops.len(), counts.operations().len());
@@ -306,6 +306,10 @@ fn a_fixed_delay_failure_wave_retries_once_per_operation() {
             "{op}: one failure and one retry per operation"
         );
         assert!(row.has_finding("retries@caller"), "{op}");
+        // Every operation failed in the one stall and came back exactly 500 ms later: the
+        // retries of all of them are one wave, however it splits into sub-clusters.
+        assert_eq!(row.class, "synchronized-burst", "{op}");
+        assert!(row.has_finding("burst@caller"), "{op}");
     }
 }
 
