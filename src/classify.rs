@@ -1,4 +1,4 @@
-//! Classify: the rules of SPEC §3 for one operation. From its attempt tree, finds where one
+//! Classify: the rules of docs/rules.md for one operation. From its attempt tree, finds where one
 //! became many (retries, redeliveries, fan-out per hop), overlap, budget breaches and retry
 //! hygiene; then, once bursts across operations are known, picks the class by precedence
 //! and keeps everything else as findings.
@@ -26,7 +26,7 @@ pub const RETRY_AFTER_TOLERANCE_MS: Millis = 5.0;
 /// common SDKs apply to Retry-After.
 pub const RETRY_AFTER_CLAMP_MS: Millis = 60_000.0;
 
-/// The class of an operation (SPEC §1), in SPEC's order.
+/// The class of an operation (docs/rules.md), in the order of docs/rules.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
@@ -338,7 +338,7 @@ impl OverlapSpan {
     }
 }
 
-/// Every overlap of the operation (SPEC §3), by hop, then line key, then time. Hops where a
+/// Every overlap of the operation (docs/rules.md), by hop, then line key, then time. Hops where a
 /// policy allows overlap have none. An operation's `overlap_ms` is the longest of these.
 pub fn overlap_spans(
     attempts: &[Attempt],
@@ -403,7 +403,7 @@ pub fn stretches_with_two_active(
     stretches
 }
 
-/// SPEC §3 precedence. `in_burst`: one of the operation's retries lies in a burst.
+/// The class precedence of docs/rules.md. `in_burst`: one of the operation's retries lies in a burst.
 pub fn classify(facts: &OperationFacts, in_burst: bool) -> Class {
     let Some(first) = facts.first_multiplying_hop else {
         return Class::Healthy;
@@ -612,6 +612,95 @@ mod tests {
         let mut a = crate::group::tests_support::attempt(0, start, finish);
         a.outcome = outcome;
         a
+    }
+
+    /// The facts at the caller of one caller line: (start, finish, delay_ms) per attempt,
+    /// under a caller deadline of 1000 ms.
+    fn caller_line_under_deadline(line: &[(f64, f64, Option<f64>)]) -> HopFacts {
+        let mut rules = Rules::new(crate::rules::HopOrder::default());
+        rules
+            .set_deadlines("--deadline", &["caller=1000".to_string()])
+            .expect("valid deadline");
+        let attempts: Vec<Attempt> = line
+            .iter()
+            .map(|&(start, finish, delay_ms)| {
+                let mut a = crate::group::tests_support::attempt(0, start, finish);
+                a.delay_ms = delay_ms;
+                a
+            })
+            .collect();
+        let tree = crate::group::build_tree(&attempts, &rules, 10_000.0);
+        operation_facts(&attempts, &tree, &rules, 10_000.0).hops[0].clone()
+    }
+
+    #[test]
+    fn a_deadline_flags_late_attempts_and_backoff_adding_up_past_it() {
+        let cases = [
+            // (line, attempt after the deadline, backoff over it)
+            (
+                vec![
+                    (0.0, 100.0, None),
+                    (500.0, 600.0, Some(400.0)),
+                    (1300.0, 1400.0, Some(700.0)),
+                ],
+                true,
+                true,
+            ),
+            // Slow attempts, short sleeps: late, but the backoff alone is 100 ms.
+            (
+                vec![
+                    (0.0, 600.0, None),
+                    (650.0, 1250.0, None),
+                    (1300.0, 1400.0, None),
+                ],
+                true,
+                false,
+            ),
+            // Without delay_ms the gaps are the backoff: 690 + 790 ms.
+            (
+                vec![
+                    (0.0, 10.0, None),
+                    (700.0, 710.0, None),
+                    (1500.0, 1510.0, None),
+                ],
+                true,
+                true,
+            ),
+            // At the deadline is after it; backoff equal to it is not over it.
+            (
+                vec![(0.0, 0.5, None), (1000.0, 1001.0, Some(1000.0))],
+                true,
+                false,
+            ),
+            (
+                vec![
+                    (0.0, 100.0, None),
+                    (300.0, 400.0, Some(200.0)),
+                    (800.0, 900.0, Some(400.0)),
+                ],
+                false,
+                false,
+            ),
+            // A single attempt has no backoff, however long it runs.
+            (vec![(0.0, 5000.0, None)], false, false),
+        ];
+        for (i, (line, late, over)) in cases.into_iter().enumerate() {
+            let h = caller_line_under_deadline(&line);
+            assert_eq!(
+                (h.attempt_after_deadline, h.backoff_over_deadline),
+                (late, over),
+                "case {i}"
+            );
+        }
+        // Without a deadline neither holds.
+        let rules = Rules::new(crate::rules::HopOrder::default());
+        let attempts = vec![
+            crate::group::tests_support::attempt(0, 0.0, 10.0),
+            crate::group::tests_support::attempt(0, 90_000.0, 90_010.0),
+        ];
+        let tree = crate::group::build_tree(&attempts, &rules, 100_000.0);
+        let h = &operation_facts(&attempts, &tree, &rules, 100_000.0).hops[0];
+        assert!(!h.attempt_after_deadline && !h.backoff_over_deadline);
     }
 
     #[test]

@@ -175,3 +175,34 @@ impl Rules {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_are_set_per_hop_and_bad_ones_name_the_flag() {
+        let mut rules = Rules::new(HopOrder::default());
+        rules
+            .set_deadlines("--deadline", &["gateway=250.5".to_string()])
+            .expect("valid");
+        assert_eq!(rules.deadlines, vec![None, Some(250.5), None, None]);
+        for (spec, expected) in [
+            ("gateway", "expected HOP=MS"),
+            ("gateway=0", "positive number"),
+            ("gateway=inf", "positive number"),
+            ("edge=5", "unknown hop \"edge\""),
+        ] {
+            let err = format!(
+                "{:#}",
+                rules
+                    .set_deadlines("--deadline", &[spec.to_string()])
+                    .unwrap_err()
+            );
+            assert!(
+                err.contains("--deadline") && err.contains(expected),
+                "{spec}: {err}"
+            );
+        }
+    }
+}

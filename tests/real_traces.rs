@@ -181,13 +181,13 @@ fn the_hidden_layer_mapped_as_a_hop_of_its_own_shows_both_retrying_layers() {
         &[
             "--hops",
             "caller,sdk,gateway,dependency",
-            "--hop",
+            "--hop-map",
             "web=caller",
-            "--hop",
+            "--hop-map",
             "edge:server=sdk",
-            "--hop",
+            "--hop-map",
             "edge:client=gateway",
-            "--hop",
+            "--hop-map",
             "stock=dependency",
         ],
     );
