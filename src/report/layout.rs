@@ -7,9 +7,38 @@ pub use crate::paint::Tone;
 use crate::summary::{OperationRecord, Summary};
 pub use crate::words::{count, counted};
 
+/// Which block of the report a section is: renderers that treat one differently (the HTML
+/// page links the worst operations to their timelines) ask this, not the title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SectionKind {
+    Gate,
+    Funnel,
+    Classes,
+    Findings,
+    LooseEnds,
+    Bursts,
+    WorstOperations,
+}
+
+impl SectionKind {
+    /// The section's title (the gate's adds its verdict).
+    pub fn title(self) -> &'static str {
+        match self {
+            SectionKind::Gate => "Gate",
+            SectionKind::Funnel => "Funnel per hop",
+            SectionKind::Classes => "Classes",
+            SectionKind::Findings => "Findings",
+            SectionKind::LooseEnds => "Overlap and loose ends",
+            SectionKind::Bursts => "Synchronized bursts",
+            SectionKind::WorstOperations => "Worst operations",
+        }
+    }
+}
+
 /// One titled block of a report: a table, or lines of text when `headers` is empty.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Section {
+    pub kind: SectionKind,
     pub title: String,
     pub headers: Vec<String>,
     pub rows: Vec<Vec<String>>,
@@ -91,9 +120,15 @@ pub fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
 }
 
 impl Section {
-    fn table(title: &str, headers: &[&str], numeric: &[bool], rows: Vec<Vec<String>>) -> Section {
+    fn table(
+        kind: SectionKind,
+        headers: &[&str],
+        numeric: &[bool],
+        rows: Vec<Vec<String>>,
+    ) -> Section {
         Section {
-            title: title.to_string(),
+            kind,
+            title: kind.title().to_string(),
             headers: headers.iter().map(|h| h.to_string()).collect(),
             rows,
             numeric: numeric.to_vec(),
@@ -131,9 +166,10 @@ impl Section {
         self
     }
 
-    fn text(title: &str, notes: Vec<String>) -> Section {
+    fn text(kind: SectionKind, notes: Vec<String>) -> Section {
         Section {
-            title: title.to_string(),
+            kind,
+            title: kind.title().to_string(),
             headers: vec![],
             rows: vec![],
             numeric: vec![],
@@ -196,7 +232,7 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
             (false, true) => "would fail (report only)",
         };
         let mut section = Section::table(
-            &format!("Gate: {verdict}"),
+            SectionKind::Gate,
             &["result", "condition", "measured", "operations"],
             &[false, false, false, false],
             gate.thresholds
@@ -212,6 +248,7 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
                 .collect(),
         )
         .toned(0);
+        section.title = format!("{}: {verdict}", SectionKind::Gate.title());
         section.title_tone = Some(match (gate.passed, gate.report_only) {
             (true, _) => Tone::Good,
             (false, false) => Tone::Bad,
@@ -222,7 +259,7 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     let present: Vec<_> = s.hops.iter().filter(|h| h.attempts > 0).collect();
     out.push(
         Section::table(
-            "Funnel per hop",
+            SectionKind::Funnel,
             &[
                 "hop",
                 "attempts",
@@ -266,7 +303,7 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     );
     out.push(
         Section::table(
-            "Classes",
+            SectionKind::Classes,
             &["class", "operations", "share"],
             &[false, true, true],
             s.classes
@@ -285,19 +322,19 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     if !s.findings.is_empty() {
         out.push(
             Section::table(
-                "Findings",
+                SectionKind::Findings,
                 &["finding", "operations"],
                 &[false, true],
                 s.findings
                     .iter()
-                    .map(|f| vec![f.finding.clone(), count(f.operations)])
+                    .map(|f| vec![f.finding.to_string(), count(f.operations)])
                     .collect(),
             )
             .code_columns(&[0]),
         );
     }
     out.push(Section::text(
-        "Overlap and loose ends",
+        SectionKind::LooseEnds,
         vec![
             format!(
                 "Overlap: {}; {} ms in all, longest {} ms.",
@@ -325,12 +362,12 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     ));
     if s.bursts.count == 0 {
         out.push(Section::text(
-            "Synchronized bursts",
+            SectionKind::Bursts,
             vec!["None found.".to_string()],
         ));
     } else {
         let mut section = Section::table(
-            "Synchronized bursts",
+            SectionKind::Bursts,
             &[
                 "hop",
                 "start ms",
@@ -390,7 +427,7 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     }
     out.push(
         Section::table(
-            "Worst operations",
+            SectionKind::WorstOperations,
             &[
                 "operation",
                 "class",
@@ -409,7 +446,11 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
                             .clone()
                             .unwrap_or_else(|| "–".into()),
                         funnel_text(o),
-                        o.findings.join(", "),
+                        o.findings
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
                     ]
                 })
                 .collect(),
