@@ -214,6 +214,7 @@ pub mod tests_support {
             delay_ms: None,
             retry_after_ms: None,
             effect: false,
+            hidden: false,
         }
     }
 }
