@@ -68,7 +68,7 @@ pub enum Cmp {
 }
 
 impl Cmp {
-    fn holds(self, value: f64, limit: f64) -> bool {
+    pub fn holds(self, value: f64, limit: f64) -> bool {
         match self {
             Cmp::Gt => value > limit,
             Cmp::Ge => value >= limit,
@@ -80,7 +80,7 @@ impl Cmp {
     }
 
     /// Whether large values are the bad ones: the worst hop is then the largest.
-    fn fails_high(self) -> bool {
+    pub fn fails_high(self) -> bool {
         matches!(self, Cmp::Gt | Cmp::Ge | Cmp::Eq | Cmp::Ne)
     }
 }

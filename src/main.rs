@@ -7,6 +7,7 @@ mod analysis;
 mod burst;
 mod classify;
 mod cli;
+mod compare;
 mod config;
 mod convert;
 mod exit_codes;
@@ -18,6 +19,7 @@ mod model;
 mod normalize;
 mod policy;
 mod profile;
+mod replay;
 mod report;
 mod select;
 mod summary;
@@ -79,6 +81,8 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Generate(args) => generate(args),
         Command::Convert(args) => convert(args),
         Command::Show(args) => show(show_config(args)?),
+        Command::Replay(args) => replay(args),
+        Command::Diff(args) => diff(args),
     }
 }
 
@@ -110,7 +114,7 @@ fn convert(args: ConvertArgs) -> Result<i32> {
         Some(path) => policy::load(path)?,
         None => policy::Policy::default(),
     };
-    let rules = base_rules(&args.input, &policy, args.policy.as_deref())?;
+    let rules = base_rules(&args.input.options, &policy, args.policy.as_deref())?;
     let input = input_config(args.input, &rules, &policy)?;
     let ingested = ingest::read_inputs(&input, &rules.hops)?;
     let converted = convert::convert(ingested, &rules.hops, input.bad_input)?;
@@ -149,27 +153,40 @@ fn analyze(config: AnalyzeConfig) -> Result<i32> {
     let bytes = report::render(config.format, &summary, &analysis, &config.rules)?;
     write_output(config.output.as_deref(), &bytes)?;
     stages.mark("report");
+    conclude(
+        summary.gate.as_ref(),
+        &config.gate,
+        &[&analysis],
+        config.input.bad_input,
+    )
+}
+
+/// The end of a run that may gate: the JUnit file, the gate's lines, duplicate events and
+/// bad input lines on stderr, and the exit code they add up to.
+fn conclude(
+    gate: Option<&gate::GateReport>,
+    config: &GateConfig,
+    analyses: &[&analysis::Analysis],
+    bad_input: BadInputPolicy,
+) -> Result<i32> {
     let mut code = exit_codes::SUCCESS;
-    if let Some(path) = &config.gate.junit {
+    if let Some(path) = &config.junit {
         // Written even without conditions, so that the CI step uploading it finds it.
         let empty = gate::GateReport {
             passed: true,
-            report_only: config.gate.report_only,
+            report_only: config.report_only,
             thresholds: Vec::new(),
         };
-        if summary.gate.is_none() {
+        if gate.is_none() {
             eprintln!(
                 "attempt-funnel: --junit: no failure conditions (give --fail-on, or fail_on in the --policy file); '{}' has no test cases",
                 path.display()
             );
         }
-        std::fs::write(
-            path,
-            gate::junit_xml(summary.gate.as_ref().unwrap_or(&empty)),
-        )
-        .with_context(|| format!("could not write '{}'", path.display()))?;
+        std::fs::write(path, gate::junit_xml(gate.unwrap_or(&empty)))
+            .with_context(|| format!("could not write '{}'", path.display()))?;
     }
-    if let Some(report) = &summary.gate {
+    if let Some(report) = gate {
         for line in gate::log_lines(report) {
             eprintln!("{line}");
         }
@@ -177,21 +194,272 @@ fn analyze(config: AnalyzeConfig) -> Result<i32> {
             code = exit_codes::THRESHOLD_BREACHED;
         }
     }
-    if analysis.duplicate_events > 0 {
-        eprintln!(
-            "attempt-funnel: {} exact duplicate events counted once ({}{})",
-            analysis.duplicate_events,
-            analysis.duplicate_examples.join(", "),
-            if analysis.duplicate_events > analysis.duplicate_examples.len() as u64 {
-                ", …"
-            } else {
-                ""
-            }
-        );
+    for analysis in analyses {
+        if analysis.duplicate_events > 0 {
+            eprintln!(
+                "attempt-funnel: {} exact duplicate events counted once ({}{})",
+                analysis.duplicate_events,
+                analysis.duplicate_examples.join(", "),
+                if analysis.duplicate_events > analysis.duplicate_examples.len() as u64 {
+                    ", …"
+                } else {
+                    ""
+                }
+            );
+        }
+        // An input error outranks a breach: the verdict was reached on incomplete input.
+        code = code.max(report_issues(&analysis.issues, bad_input));
     }
-    let input_code = report_issues(&analysis.issues, config.input.bad_input);
-    // An input error outranks a breach: the verdict was reached on incomplete input.
-    Ok(code.max(input_code))
+    Ok(code)
+}
+
+/// Splits `--fail-on` texts into change conditions (parsed here) and plain ones (left for
+/// [`analyze_config`]).
+fn change_conditions(
+    fail_on: &mut Vec<String>,
+    hops: &config::HopOrder,
+) -> Result<Vec<compare::change::ChangeCondition>> {
+    let (changes, plain): (Vec<String>, Vec<String>) = std::mem::take(fail_on)
+        .into_iter()
+        .partition(|t| compare::change::is_change(t));
+    *fail_on = plain;
+    changes
+        .iter()
+        .map(|t| compare::change::parse(t, hops, Origin::Flag))
+        .collect::<Result<Vec<_>>>()
+        .context("in --fail-on")
+}
+
+/// The hop order the flags and policy give, before anything else is resolved: change
+/// conditions are parsed against it.
+fn hops_for(args: &AnalyzeArgs) -> Result<config::HopOrder> {
+    let policy = match &args.rules.policy {
+        Some(path) => policy::load(path)?,
+        None => policy::Policy::default(),
+    };
+    Ok(base_rules(&args.input.options, &policy, args.rules.policy.as_deref())?.hops)
+}
+
+/// `replay`: the observed run and the same run replayed under the candidate, through the
+/// same analysis; the comparison report; the gate on the replayed run.
+fn replay(mut args: cli::ReplayArgs) -> Result<i32> {
+    let hops = hops_for(&args.analyze)?;
+    let changes = change_conditions(&mut args.analyze.fail_on, &hops)?;
+    let (candidate_path, seed) = (args.candidate.clone(), args.seed);
+    let config = analyze_config(args.analyze)?;
+    let rules = &config.rules;
+    let candidate = replay::candidate::load(&candidate_path, &rules.hops)?;
+    let mut ingested = ingest::read_inputs(&config.input, &rules.hops)?;
+    let prepared = replay::prepare(&ingested, rules);
+    let drawn = config.top.min(summary::TIMELINES_DRAWN);
+    let observed = analysis::analyze_in_place(
+        &mut ingested,
+        rules,
+        config.input.bad_input,
+        &analysis::Keep::Worst(drawn),
+    )?;
+    let replayed_run = replay::run(&prepared, &candidate, seed, rules, &mut ingested.strings)?;
+    drop(prepared);
+    let observed_worst = observed.kept.iter().map(|k| k.op).collect();
+    let replayed = analysis::analyze_attempts(
+        &ingested,
+        &replayed_run.operations,
+        rules,
+        &analysis::Keep::WorstAnd(drawn, observed_worst),
+        observed.events,
+        replayed_run.trace_end_ms,
+    )?;
+    let before = summary::summarize(&observed, rules, config.top)?;
+    let mut after = summary::summarize(&replayed, rules, config.top)?;
+    // The same input was read once; the replayed run reports it as read.
+    after.input = before.input.clone();
+    let gate = compare::change::gate(
+        &config.gate.conditions,
+        &changes,
+        (&before, Some(&observed)),
+        (&after, Some(&replayed)),
+        &rules.hops,
+        config.gate.report_only,
+    )?;
+    let facts = compare::ReplayFacts {
+        counts: &replayed_run.counts,
+        notes: &replayed_run.notes,
+        keys: replayed_run
+            .notes
+            .iter()
+            .map(|n| ingested.operation_key(n.op))
+            .collect(),
+    };
+    let mut comparison = compare::compare(
+        compare::Kind::Replay,
+        compare::Side {
+            summary: before,
+            analysis: Some(&observed),
+            saved: None,
+        },
+        compare::Side {
+            summary: after,
+            analysis: Some(&replayed),
+            saved: None,
+        },
+        rules,
+        Some(facts),
+    );
+    comparison.gate = gate;
+    let bytes = report::render_comparison(
+        config.format,
+        &comparison,
+        Some(&observed),
+        Some(&replayed),
+        rules,
+    )?;
+    write_output(config.output.as_deref(), &bytes)?;
+    conclude(
+        comparison.gate.as_ref(),
+        &config.gate,
+        &[&observed],
+        config.input.bad_input,
+    )
+}
+
+/// One side of `diff`, as read.
+enum DiffSide {
+    Logs {
+        analysis: Box<analysis::Analysis>,
+        summary: Box<summary::Summary>,
+    },
+    Saved {
+        summary: Box<summary::Summary>,
+        json: serde_json::Value,
+    },
+}
+
+impl DiffSide {
+    fn analysis(&self) -> Option<&analysis::Analysis> {
+        match self {
+            DiffSide::Logs { analysis, .. } => Some(analysis),
+            DiffSide::Saved { .. } => None,
+        }
+    }
+
+    fn summary(&self) -> &summary::Summary {
+        match self {
+            DiffSide::Logs { summary, .. } | DiffSide::Saved { summary, .. } => summary,
+        }
+    }
+
+    fn side(&self) -> compare::Side<'_> {
+        compare::Side {
+            summary: self.summary().clone(),
+            analysis: self.analysis(),
+            saved: match self {
+                DiffSide::Saved { json, .. } => Some(json.clone()),
+                DiffSide::Logs { .. } => None,
+            },
+        }
+    }
+}
+
+/// Reads one side of `diff`: a saved summary, or attempt logs analysed with `config`,
+/// keeping the worst operations and those named in `also` for the timelines.
+fn diff_side(
+    path: &Path,
+    config: &AnalyzeConfig,
+    also: &[model::OperationKey],
+) -> Result<DiffSide> {
+    if let Some((summary, json)) = compare::saved::read(path)? {
+        return Ok(DiffSide::Saved {
+            summary: Box::new(summary),
+            json,
+        });
+    }
+    let mut input = config.input.clone();
+    input.paths = vec![if path.as_os_str() == "-" {
+        InputPath::Stdin
+    } else {
+        InputPath::File(path.to_path_buf())
+    }];
+    let ingested = ingest::read_inputs(&input, &config.rules.hops)?;
+    let ops = also
+        .iter()
+        .filter_map(|k| {
+            select::find_operation(&ingested, &k.operation_id, k.test_run_id.as_deref()).ok()
+        })
+        .collect();
+    let drawn = config.top.min(summary::TIMELINES_DRAWN);
+    let analysis = analysis::analyze(
+        ingested,
+        &config.rules,
+        config.input.bad_input,
+        &analysis::Keep::WorstAnd(drawn, ops),
+    )?;
+    let summary = summary::summarize(&analysis, &config.rules, config.top)?;
+    Ok(DiffSide::Logs {
+        analysis: Box::new(analysis),
+        summary: Box::new(summary),
+    })
+}
+
+/// `diff`: two runs (attempt logs or saved summaries), the comparison report, and the gate
+/// with change conditions.
+fn diff(args: cli::DiffArgs) -> Result<i32> {
+    let mut analyze_args = AnalyzeArgs {
+        input: InputArgs {
+            files: Vec::new(),
+            options: args.input,
+        },
+        rules: args.rules,
+        format: args.format,
+        output: args.output,
+        fail_on: args.fail_on,
+        report_only: args.report_only,
+        junit: args.junit,
+        top: args.top,
+    };
+    let hops = hops_for(&analyze_args)?;
+    let changes = change_conditions(&mut analyze_args.fail_on, &hops)?;
+    let config = analyze_config(analyze_args)?;
+    let rules = &config.rules;
+    let first = diff_side(&args.before, &config, &[])?;
+    let worst: Vec<model::OperationKey> = first
+        .analysis()
+        .map(|a| a.kept.iter().map(|k| k.result.key.clone()).collect())
+        .unwrap_or_default();
+    let second = diff_side(&args.after, &config, &worst)?;
+    let gate = compare::change::gate(
+        &config.gate.conditions,
+        &changes,
+        (first.summary(), first.analysis()),
+        (second.summary(), second.analysis()),
+        &rules.hops,
+        config.gate.report_only,
+    )?;
+    let mut comparison = compare::compare(
+        compare::Kind::Diff,
+        first.side(),
+        second.side(),
+        rules,
+        None,
+    );
+    comparison.gate = gate;
+    let bytes = report::render_comparison(
+        config.format,
+        &comparison,
+        first.analysis(),
+        second.analysis(),
+        rules,
+    )?;
+    write_output(config.output.as_deref(), &bytes)?;
+    let analyses: Vec<&analysis::Analysis> = [first.analysis(), second.analysis()]
+        .into_iter()
+        .flatten()
+        .collect();
+    conclude(
+        comparison.gate.as_ref(),
+        &config.gate,
+        &analyses,
+        config.input.bad_input,
+    )
 }
 
 /// `show`: the whole pipeline (bursts look across operations), keeping one operation's
@@ -256,8 +524,11 @@ fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
 }
 
 fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Result<InputConfig> {
-    let mut paths: Vec<InputPath> = args
-        .files
+    let InputArgs {
+        files,
+        options: args,
+    } = args;
+    let mut paths: Vec<InputPath> = files
         .into_iter()
         .map(|p| {
             if p.as_os_str() == "-" {
@@ -329,7 +600,7 @@ fn check_parquet_output(output: Option<&Path>) -> Result<()> {
 
 /// The hop order and queue hops: defaults, then the policy file, then `--hops`.
 fn base_rules(
-    input: &InputArgs,
+    input: &cli::InputOptions,
     policy: &policy::Policy,
     policy_path: Option<&Path>,
 ) -> Result<Rules> {
@@ -354,7 +625,7 @@ fn base_rules(
 
 /// Resolves the rules: defaults, then the policy file, then flags.
 fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
-    let mut rules = base_rules(&args.input, policy, args.rules.policy.as_deref())?;
+    let mut rules = base_rules(&args.input.options, policy, args.rules.policy.as_deref())?;
     let policy_budgets: Vec<String> = policy
         .budgets
         .iter()

@@ -19,7 +19,12 @@ pub struct Section {
 }
 
 impl Section {
-    fn table(title: &str, headers: &[&str], numeric: &[bool], rows: Vec<Vec<String>>) -> Section {
+    pub(super) fn table(
+        title: &str,
+        headers: &[&str],
+        numeric: &[bool],
+        rows: Vec<Vec<String>>,
+    ) -> Section {
         Section {
             title: title.to_string(),
             headers: headers.iter().map(|h| h.to_string()).collect(),
@@ -30,14 +35,14 @@ impl Section {
         }
     }
 
-    fn code_columns(mut self, columns: &[usize]) -> Section {
+    pub(super) fn code_columns(mut self, columns: &[usize]) -> Section {
         for &c in columns {
             self.code[c] = true;
         }
         self
     }
 
-    fn text(title: &str, notes: Vec<String>) -> Section {
+    pub(super) fn text(title: &str, notes: Vec<String>) -> Section {
         Section {
             title: title.to_string(),
             headers: vec![],
@@ -79,7 +84,7 @@ pub fn millis(ms: f64) -> String {
     }
 }
 
-fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+pub(super) fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map_or_else(|| "–".to_string(), f)
 }
 
@@ -105,31 +110,36 @@ pub fn headline(s: &Summary) -> String {
     )
 }
 
+/// The gate's verdict and one row per threshold.
+pub(super) fn gate_section(gate: &crate::gate::GateReport) -> Section {
+    let verdict = match (gate.passed, gate.report_only) {
+        (true, _) => "passed",
+        (false, false) => "FAILED",
+        (false, true) => "would fail (report only)",
+    };
+    Section::table(
+        &format!("Gate: {verdict}"),
+        &["result", "condition", "measured", "operations"],
+        &[false, false, false, false],
+        gate.thresholds
+            .iter()
+            .map(|t| {
+                vec![
+                    if t.breached { "BREACHED" } else { "ok" }.to_string(),
+                    t.condition.clone(),
+                    t.describe(),
+                    t.operations_text(),
+                ]
+            })
+            .collect(),
+    )
+}
+
 /// All sections of the summary, in reading order.
 pub fn sections(s: &Summary) -> Vec<Section> {
     let mut out = Vec::new();
     if let Some(gate) = &s.gate {
-        let verdict = match (gate.passed, gate.report_only) {
-            (true, _) => "passed",
-            (false, false) => "FAILED",
-            (false, true) => "would fail (report only)",
-        };
-        out.push(Section::table(
-            &format!("Gate: {verdict}"),
-            &["result", "condition", "measured", "operations"],
-            &[false, false, false, false],
-            gate.thresholds
-                .iter()
-                .map(|t| {
-                    vec![
-                        if t.breached { "BREACHED" } else { "ok" }.to_string(),
-                        t.condition.clone(),
-                        t.describe(),
-                        t.operations_text(),
-                    ]
-                })
-                .collect(),
-        ));
+        out.push(gate_section(gate));
     }
     let present: Vec<_> = s.hops.iter().filter(|h| h.attempts > 0).collect();
     out.push(Section::table(

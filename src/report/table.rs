@@ -3,12 +3,17 @@
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 
-use super::layout::{headline, sections};
+use super::layout::{headline, sections, Section};
 use crate::summary::Summary;
 
 pub fn render(summary: &Summary) -> String {
-    let mut out = format!("attempt-funnel — {}\n", headline(summary));
-    for section in sections(summary) {
+    draw(&headline(summary), &sections(summary))
+}
+
+/// A headline and sections as terminal tables (the comparison report draws its own).
+pub fn draw(headline: &str, sections: &[Section]) -> String {
+    let mut out = format!("attempt-funnel — {headline}\n");
+    for section in sections {
         out.push_str(&format!("\n{}\n", section.title));
         if !section.headers.is_empty() {
             let mut table = Table::new();
