@@ -626,3 +626,204 @@ pub fn key_hash(test_run_id: Option<&str>, operation_id: &str) -> u64 {
     }
     h
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{HopOrder, Rules};
+    use crate::group::build_tree;
+    use crate::model::{Outcome, SourceRef};
+    use crate::normalize::canonical_attempt_order;
+    use crate::replay::candidate::{parse, Backoff};
+
+    /// An attempt at `hop` (caller 0, gateway 1, dependency 3) from `start` to `finish`.
+    fn attempt(hop: u16, start: Millis, finish: Millis, outcome: Outcome) -> Attempt {
+        Attempt {
+            source: SourceRef { file: 0, line: 0 },
+            hop,
+            attempt: None,
+            start_ms: start,
+            finish_ms: Some(finish),
+            start_inferred: false,
+            outcome: Some(outcome),
+            target: None,
+            message_id: None,
+            delivery: None,
+            span_id: None,
+            parent_id: None,
+            delay_ms: None,
+            retry_after_ms: None,
+            effect: false,
+        }
+    }
+
+    fn observed(mut attempts: Vec<Attempt>) -> Observed {
+        attempts.sort_by(canonical_attempt_order);
+        let tree = build_tree(&attempts, &Rules::new(HopOrder::default()), 0.0);
+        Observed {
+            key_hash: 1,
+            attempts,
+            tree,
+        }
+    }
+
+    fn replay_one(o: Observed, candidate: &str) -> (Replayed, Counts) {
+        let c = parse(candidate, &HopOrder::default()).unwrap();
+        let (mut out, counts) = replay(&[o], &c, 1, 4).unwrap();
+        (out.remove(0), counts)
+    }
+
+    /// (hop, start, finish, outcome) of each replayed attempt, in start order.
+    fn shape(r: &Replayed) -> Vec<(u16, Millis, Millis, Option<Outcome>)> {
+        let mut v: Vec<_> = r
+            .attempts
+            .iter()
+            .map(|a| (a.hop, a.start_ms, a.finish_ms.unwrap(), a.outcome))
+            .collect();
+        v.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        v
+    }
+
+    const E503: Outcome = Outcome::Http(503);
+
+    /// Caller 0–1000 (ok) → gateway 10–300 (503), 400–990 (ok), each with one dependency
+    /// attempt inside it with the gateway attempt's outcome.
+    fn gateway_retry() -> Observed {
+        observed(vec![
+            attempt(0, 0.0, 1000.0, Outcome::Ok),
+            attempt(1, 10.0, 300.0, E503),
+            attempt(3, 20.0, 290.0, E503),
+            attempt(1, 400.0, 990.0, Outcome::Ok),
+            attempt(3, 410.0, 980.0, Outcome::Ok),
+        ])
+    }
+
+    #[test]
+    fn an_empty_candidate_replays_every_attempt_where_it_was() {
+        let o = gateway_retry();
+        let expected: Vec<_> = {
+            let mut v: Vec<_> = o
+                .attempts
+                .iter()
+                .map(|a| (a.hop, a.start_ms, a.finish_ms.unwrap(), a.outcome))
+                .collect();
+            v.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            v
+        };
+        let (r, counts) = replay_one(o, "");
+        assert_eq!(shape(&r), expected);
+        assert!(r.extrapolated.iter().all(|&e| !e));
+        assert_eq!(counts.extrapolated, vec![0; 4]);
+    }
+
+    #[test]
+    fn a_layer_that_stops_retrying_takes_the_subtree_and_hands_up_its_failure() {
+        let (r, _) = replay_one(gateway_retry(), "[hops.gateway]\nmax_attempts = 1\n");
+        // Gateway attempt 2 and its dependency attempt are gone; the caller, which
+        // succeeded only through that retry, now ends with the gateway's 503.
+        assert_eq!(
+            shape(&r),
+            vec![
+                (0, 0.0, 1000.0, Some(E503)),
+                (1, 10.0, 300.0, Some(E503)),
+                (3, 20.0, 290.0, Some(E503)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_new_backoff_moves_the_retry_and_everything_below_it() {
+        // Fixed 50 ms after gateway attempt 1 ends at 300: attempt 2 starts at 350, 50 ms
+        // earlier than observed, and its dependency attempt moves by the same −50 ms.
+        let (r, _) = replay_one(
+            gateway_retry(),
+            "[hops.gateway]\nbackoff = \"fixed\"\nbase_ms = 50\n",
+        );
+        let s = shape(&r);
+        assert_eq!(s[3], (1, 350.0, 940.0, Some(Outcome::Ok)));
+        assert_eq!(s[4], (3, 360.0, 930.0, Some(Outcome::Ok)));
+        assert_eq!(r.attempts.iter().filter(|a| a.hop == 1).filter_map(|a| a.delay_ms).collect::<Vec<_>>(), vec![50.0]);
+    }
+
+    #[test]
+    fn extrapolated_attempts_repeat_the_last_observed_one_with_its_subtree() {
+        // The caller's only attempt fails; with 3 attempts and exponential backoff from
+        // 100 ms: attempt 2 at 1000 + 100 = 1100, attempt 3 at 2100 + 200 = 2300, each a
+        // copy of attempt 1 (1000 ms long, 503) with its gateway and dependency attempts.
+        let o = observed(vec![
+            attempt(0, 0.0, 1000.0, E503),
+            attempt(1, 10.0, 990.0, E503),
+            attempt(3, 20.0, 980.0, E503),
+        ]);
+        let (r, counts) = replay_one(
+            o,
+            "[hops.caller]\nmax_attempts = 3\nbackoff = \"exponential\"\nbase_ms = 100\n",
+        );
+        let callers: Vec<Millis> = shape(&r)
+            .iter()
+            .filter(|a| a.0 == 0)
+            .map(|a| a.1)
+            .collect();
+        assert_eq!(callers, vec![0.0, 1100.0, 2300.0]);
+        assert_eq!(r.attempts.len(), 9);
+        assert_eq!(counts.extrapolated, vec![2, 2, 0, 2]);
+        assert!(r.final_extrapolated);
+    }
+
+    #[test]
+    fn the_deadline_stops_retries_that_would_start_past_it() {
+        // Caller attempts 0–100, 200–300, 400–500 (503, 503, ok). A deadline of 350 ms
+        // lets attempt 2 (starts at 200) but not attempt 3 (starts at 400).
+        let o = observed(vec![
+            attempt(0, 0.0, 100.0, E503),
+            attempt(0, 200.0, 300.0, E503),
+            attempt(0, 400.0, 500.0, Outcome::Ok),
+        ]);
+        let (r, counts) = replay_one(o, "deadline_ms = 350\n");
+        assert_eq!(r.attempts.len(), 2);
+        assert!(r.deadline_exhausted);
+        assert_eq!(counts.deadline_exhausted, vec![1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_token_bucket_stops_retries_once_half_empty() {
+        // gRPC throttling with 4 tokens: retries stop at 2 tokens or fewer. Five
+        // operations fail once each, one after the other (each failure takes a token
+        // when it ends): after two failures the bucket holds 2, so from the third
+        // operation on, no retry.
+        let ops: Vec<Observed> = (0..5)
+            .map(|i| {
+                let t = i as Millis * 1000.0;
+                observed(vec![
+                    attempt(0, t, t + 100.0, E503),
+                    attempt(0, t + 200.0, t + 300.0, Outcome::Ok),
+                ])
+            })
+            .collect();
+        let c = parse(
+            "[hops.caller]\n[hops.caller.budget]\nmax_tokens = 4\ntoken_ratio = 0.1\n",
+            &HopOrder::default(),
+        )
+        .unwrap();
+        let (out, counts) = replay(&ops, &c, 1, 4).unwrap();
+        // Op 0: 503 (4 → 3), retry allowed (3 > 2), ok (3.1). Op 1: 503 (2.1), retry
+        // allowed (2.1 > 2), ok (2.2). Op 2: 503 (1.2), no retry; ops 3, 4 likewise.
+        let attempts: Vec<usize> = out.iter().map(|r| r.attempts.len()).collect();
+        assert_eq!(attempts, vec![2, 2, 1, 1, 1]);
+        assert_eq!(counts.budget_exhausted[0], 3);
+    }
+
+    #[test]
+    fn jitter_draws_stay_in_range_and_depend_on_the_seed() {
+        let b = Backoff::FullJitter {
+            base_ms: 100.0,
+            cap_ms: 1000.0,
+        };
+        let draws: Vec<f64> = (0..1000).map(|k| unit_draw(7, 42, 0, k, None)).collect();
+        assert!(draws.iter().all(|d| (0.0..1.0).contains(d)));
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        assert!((mean - 0.5).abs() < 0.05, "{mean}");
+        assert_ne!(unit_draw(7, 42, 0, 1, None), unit_draw(8, 42, 0, 1, None));
+        assert!(b.delay_ms(5, 0.999) <= 1000.0);
+    }
+}
