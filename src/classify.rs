@@ -27,7 +27,9 @@ pub const RETRY_AFTER_TOLERANCE_MS: Millis = 5.0;
 pub const RETRY_AFTER_CLAMP_MS: Millis = 60_000.0;
 
 /// The class of an operation (SPEC §1), in SPEC's order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
     Healthy,

@@ -35,7 +35,14 @@ fn nested(gateway: u64, name: &str) -> TempFile {
             text += &record(&op, "gateway", g as u32 + 1, g_start, g_start + 600, "503");
             for d in 0..3u64 {
                 let d_start = g_start + 10 + d * 190;
-                text += &record(&op, "dependency", d as u32 + 1, d_start, d_start + 90, "503");
+                text += &record(
+                    &op,
+                    "dependency",
+                    d as u32 + 1,
+                    d_start,
+                    d_start + 90,
+                    "503",
+                );
             }
         }
     }
@@ -71,7 +78,12 @@ fn every_increased_condition() -> Vec<String> {
             metrics.push(format!("{metric}@{hop}"));
         }
     }
-    for metric in ["bursts", "unfinished-attempts", "orphan-attempts", "duplicate-effects"] {
+    for metric in [
+        "bursts",
+        "unfinished-attempts",
+        "orphan-attempts",
+        "duplicate-effects",
+    ] {
         metrics.push(metric.to_string());
     }
     metrics
@@ -141,7 +153,10 @@ fn a_run_diffed_with_itself_shows_no_change_and_passes_every_increased_condition
 #[test]
 fn change_conditions_measure_the_move_between_the_runs() {
     let (before, after) = (nested(3, "before.jsonl"), nested(1, "after.jsonl"));
-    let (b, a) = (before.path().display().to_string(), after.path().display().to_string());
+    let (b, a) = (
+        before.path().display().to_string(),
+        after.path().display().to_string(),
+    );
     let run = diff(&[
         &b,
         &a,
@@ -184,8 +199,17 @@ fn change_conditions_measure_the_move_between_the_runs() {
         "nested-retry increased > 0",
     ]);
     run.expect_code(1);
-    assert!(run.stderr.contains("measured 200.00% at dependency"), "{}", run.stderr);
-    assert!(run.stderr.contains("BREACHED nested-retry increased > 0: measured 2, limit 0"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("measured 200.00% at dependency"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("BREACHED nested-retry increased > 0: measured 2, limit 0"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// A summary saved with `analyze --format json` is a side: the changes are the same as
@@ -212,23 +236,42 @@ fn a_saved_summary_is_a_side_of_its_own() {
     let from_logs = json(diff(&[&b, &a, "--format", "json"]).expect_code(0));
     let from_saved = json(diff(&[&s, &a, "--format", "json"]).expect_code(0));
     assert_eq!(from_logs["changes"]["hops"], from_saved["changes"]["hops"]);
-    assert_eq!(from_logs["changes"]["classes"], from_saved["changes"]["classes"]);
+    assert_eq!(
+        from_logs["changes"]["classes"],
+        from_saved["changes"]["classes"]
+    );
     let saved_json: Value = serde_json::from_slice(&std::fs::read(saved.path()).unwrap()).unwrap();
     assert_eq!(from_saved["before"], saved_json);
     assert_eq!(from_saved["changes"]["outcomes"], Value::Null);
 
     let rows = diff(&[&s, &a, "--format", "csv"]);
     rows.expect_code(2);
-    assert!(rows.stderr.contains("need attempt logs on both sides"), "{}", rows.stderr);
+    assert!(
+        rows.stderr.contains("need attempt logs on both sides"),
+        "{}",
+        rows.stderr
+    );
     let plain = diff(&[&a, &s, "--fail-on", "overlap > 0"]);
     plain.expect_code(2);
-    assert!(plain.stderr.contains("judges the second run, which is a saved summary"), "{}", plain.stderr);
+    assert!(
+        plain
+            .stderr
+            .contains("judges the second run, which is a saved summary"),
+        "{}",
+        plain.stderr
+    );
 
     // A comparison report is not a summary.
     let report = TempFile::new("report.json", &diff(&[&b, &a, "--format", "json"]).stdout);
     let wrong = diff(&[&report.path().display().to_string(), &a]);
     wrong.expect_code(2);
-    assert!(wrong.stderr.contains("is a replay or diff report, not a summary"), "{}", wrong.stderr);
+    assert!(
+        wrong
+            .stderr
+            .contains("is a replay or diff report, not a summary"),
+        "{}",
+        wrong.stderr
+    );
 }
 
 /// The per-operation rows of a diff: the second run's rows with the first run's columns.

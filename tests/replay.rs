@@ -93,8 +93,8 @@ fn nested_3x3() -> TempFile {
 /// Observed, per operation: gateway 3 attempts, dependency 3 × 3 = 9; both hops retry, so
 /// the class is nested-retry. Two operations: dependency 18 attempts, amplification 9.00.
 ///
-/// Candidate `[hops.gateway] max_attempts = 1`: gateway attempt 2 no longer happens (k = 2
-/// > max_attempts), and it takes its three dependency attempts with it; so does attempt 3.
+/// Candidate `[hops.gateway] max_attempts = 1`: gateway attempt 2 no longer happens (k = 2 is
+/// past max_attempts), and it takes its three dependency attempts with it; so does attempt 3.
 /// Left per operation: gateway 1, dependency 3 (the ones under gateway attempt 1, at
 /// their observed times). Dependency: 6 attempts, amplification 3.00; removed 12 of 18
 /// (66.7%). Class: the first multiplying hop is the dependency (three attempts under one

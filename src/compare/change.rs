@@ -74,7 +74,9 @@ pub fn parse(text: &str, hops: &HopOrder, origin: Origin) -> Result<ChangeCondit
     // The plain grammar checks the metric, the operator and the number.
     let plain = parse_condition(&format!("{metric} {rest}"), hops, origin)
         .map_err(|e| anyhow::anyhow!("condition '{text}': {e}"))
-        .with_context(|| format!("a change condition is METRIC increased OP LIMIT, e.g. {EXAMPLE}"))?;
+        .with_context(|| {
+            format!("a change condition is METRIC increased OP LIMIT, e.g. {EXAMPLE}")
+        })?;
     Ok(ChangeCondition {
         text: trimmed.to_string(),
         metric: plain.metric,
@@ -255,16 +257,27 @@ mod tests {
     #[test]
     fn parses_change_conditions_with_the_plain_grammar() {
         let hops = HopOrder::default();
-        let c = parse("amplification@dependency increased > 10%", &hops, Origin::Flag).unwrap();
+        let c = parse(
+            "amplification@dependency increased > 10%",
+            &hops,
+            Origin::Flag,
+        )
+        .unwrap();
         assert_eq!(c.metric, Metric::Amplification { hop: Some(3) });
-        assert_eq!((c.direction, c.cmp, c.limit, c.relative), (Direction::Increased, Cmp::Gt, 0.1, true));
+        assert_eq!(
+            (c.direction, c.cmp, c.limit, c.relative),
+            (Direction::Increased, Cmp::Gt, 0.1, true)
+        );
         let c = parse("nested-retry increased > 0", &hops, Origin::Flag).unwrap();
         assert_eq!((c.limit, c.relative), (0.0, false));
         let c = parse("healthy decreased >= 5", &hops, Origin::Flag).unwrap();
         assert_eq!(c.direction, Direction::Decreased);
         assert!(is_change("bursts increased > 0"));
         assert!(!is_change("bursts > 0"));
-        let err = format!("{:#}", parse("amplifcation increased > 1", &hops, Origin::Flag).unwrap_err());
+        let err = format!(
+            "{:#}",
+            parse("amplifcation increased > 1", &hops, Origin::Flag).unwrap_err()
+        );
         assert!(err.contains("unknown metric 'amplifcation'"), "{err}");
         assert!(err.contains("increased"), "{err}");
     }

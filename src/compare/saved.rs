@@ -56,7 +56,9 @@ pub fn read(path: &Path) -> Result<Option<(Summary, serde_json::Value)>> {
             path.display()
         );
     }
-    let version = json.get("schema_version").and_then(serde_json::Value::as_u64);
+    let version = json
+        .get("schema_version")
+        .and_then(serde_json::Value::as_u64);
     if version != Some(u64::from(SCHEMA_VERSION)) {
         bail!(
             "'{}' is a summary of schema version {}, but this attempt-funnel reads version {SCHEMA_VERSION}: analyse its attempt logs again",
@@ -76,7 +78,11 @@ pub fn read(path: &Path) -> Result<Option<(Summary, serde_json::Value)>> {
 /// `{` then, after white space, the key `"schema_version"`.
 fn starts_like_a_summary(head: &[u8]) -> bool {
     let text = String::from_utf8_lossy(head);
-    let Some(rest) = text.trim_start_matches('\u{feff}').trim_start().strip_prefix('{') else {
+    let Some(rest) = text
+        .trim_start_matches('\u{feff}')
+        .trim_start()
+        .strip_prefix('{')
+    else {
         return false;
     };
     rest.trim_start().starts_with("\"schema_version\"")
@@ -90,7 +96,9 @@ mod tests {
     fn tells_a_summary_from_attempt_records() {
         assert!(starts_like_a_summary(b"{\n  \"schema_version\": 1,"));
         assert!(starts_like_a_summary(b"{\"schema_version\":1}"));
-        assert!(!starts_like_a_summary(b"{\"operation_id\":\"a\",\"schema_version\":1}"));
+        assert!(!starts_like_a_summary(
+            b"{\"operation_id\":\"a\",\"schema_version\":1}"
+        ));
         assert!(!starts_like_a_summary(b"operation=op-17 attempt=1"));
         assert!(!starts_like_a_summary(b""));
     }

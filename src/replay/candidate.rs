@@ -155,10 +155,11 @@ impl Candidate {
 pub fn load(path: &Path, hops: &HopOrder) -> Result<Candidate> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("could not read the candidate '{}'", path.display()))?;
-    parse(&text, hops).with_context(|| {
-        format!(
-            "invalid candidate '{}'; a valid one looks like:\n{EXAMPLE}\n(see docs/replay.md)",
-            path.display()
+    parse(&text, hops).map_err(|e| {
+        anyhow::anyhow!(
+            "invalid candidate '{}': {}\nA valid candidate looks like this (see docs/replay.md):\n{EXAMPLE}",
+            path.display(),
+            format!("{e:#}").trim_end()
         )
     })
 }

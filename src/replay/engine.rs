@@ -742,7 +742,14 @@ mod tests {
         let s = shape(&r);
         assert_eq!(s[3], (1, 350.0, 940.0, Some(Outcome::Ok)));
         assert_eq!(s[4], (3, 360.0, 930.0, Some(Outcome::Ok)));
-        assert_eq!(r.attempts.iter().filter(|a| a.hop == 1).filter_map(|a| a.delay_ms).collect::<Vec<_>>(), vec![50.0]);
+        assert_eq!(
+            r.attempts
+                .iter()
+                .filter(|a| a.hop == 1)
+                .filter_map(|a| a.delay_ms)
+                .collect::<Vec<_>>(),
+            vec![50.0]
+        );
     }
 
     #[test]
@@ -759,11 +766,7 @@ mod tests {
             o,
             "[hops.caller]\nmax_attempts = 3\nbackoff = \"exponential\"\nbase_ms = 100\n",
         );
-        let callers: Vec<Millis> = shape(&r)
-            .iter()
-            .filter(|a| a.0 == 0)
-            .map(|a| a.1)
-            .collect();
+        let callers: Vec<Millis> = shape(&r).iter().filter(|a| a.0 == 0).map(|a| a.1).collect();
         assert_eq!(callers, vec![0.0, 1100.0, 2300.0]);
         assert_eq!(r.attempts.len(), 9);
         assert_eq!(counts.extrapolated, vec![2, 2, 0, 2]);

@@ -20,7 +20,7 @@ use crate::normalize::{canonical_attempt_order, normalize_operation};
 pub use candidate::Candidate;
 
 /// What every replay report says about itself.
-pub const LIMIT: &str = "The replay reuses the observed outcomes: it cannot know how the dependency would have answered under the load the candidate changes. Attempts past the observed ones repeat the last observed outcome and are counted as extrapolated.";
+pub const LIMIT: &str = "The replay reuses the observed outcomes and durations: it cannot know how the dependency would have answered under the load the candidate changes. Attempts past the observed ones repeat the last observed one and are counted as extrapolated; a success that needed a retry the candidate drops becomes the failure before it.";
 
 /// The observed operations, as trees ready to replay, in operation-key order.
 pub struct Prepared {
