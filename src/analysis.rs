@@ -7,11 +7,12 @@ use rayon::prelude::*;
 
 use crate::burst::{find_bursts, Burst, RetryPoint};
 use crate::classify::{classify, findings, operation_facts, Class, Finding, FindingKind, Role};
-use crate::config::{BadInputPolicy, Rules};
+use crate::diagnostics::{BadInputPolicy, Diagnostics};
 use crate::group::{build_tree, Parent, Tree};
-use crate::ingest::{Ingested, InputIssue};
+use crate::ingest::Ingested;
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
-use crate::normalize::{canonical_order, normalize_operation, problem_issues};
+use crate::normalize::{normalize_operation, ByOperation};
+use crate::rules::Rules;
 
 /// Duplicate events named one by one before the rest are only counted.
 const DUPLICATES_LISTED: usize = 3;
@@ -218,7 +219,8 @@ pub struct Analysis {
     pub bursts: Vec<Burst>,
     /// The operations of each burst, sorted, parallel to `bursts`.
     pub burst_operations: Vec<Vec<OperationKey>>,
-    pub issues: Vec<InputIssue>,
+    /// Every bad line: of the input, and the events normalize could not use.
+    pub diagnostics: Diagnostics,
     pub duplicate_events: u64,
     /// `path:line` of the first duplicates, for the message that reports them.
     pub duplicate_examples: Vec<String>,
@@ -352,21 +354,15 @@ fn add_counts(into: &mut Vec<u64>, from: &[u64]) {
     }
 }
 
-pub fn analyze(
-    mut ingested: Ingested,
-    rules: &Rules,
-    bad_input: BadInputPolicy,
-    keep: &Keep,
-) -> anyhow::Result<Analysis> {
-    analyze_in_place(&mut ingested, rules, bad_input, keep)
+pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> anyhow::Result<Analysis> {
+    analyze_in_place(&mut ingested, rules, keep)
 }
 
 /// [`analyze`], leaving the operation table and strings in `ingested` for a second analysis
-/// of the same operations (a replay). Its events and issues are taken.
+/// of the same operations (a replay). Its events and diagnostics are taken.
 pub fn analyze_in_place(
     ingested: &mut Ingested,
     rules: &Rules,
-    bad_input: BadInputPolicy,
     keep: &Keep,
 ) -> anyhow::Result<Analysis> {
     let events = std::mem::take(&mut ingested.events);
@@ -403,13 +399,14 @@ pub fn analyze_in_place(
     drop(by_operation);
     drop(events);
     crate::profile::note("events dropped");
-    let mut issues = std::mem::take(&mut ingested.issues);
-    let problems = problem_issues(
-        &ingested.files,
-        std::mem::take(&mut pass.problems),
-        bad_input,
-    )?;
-    issues.extend(problems);
+    ingested
+        .diagnostics
+        .bad_sources_in_file_order(&ingested.files, std::mem::take(&mut pass.problems))?;
+    // Left empty: a second analysis of these operations has no bad lines of its own.
+    let diagnostics = std::mem::replace(
+        &mut ingested.diagnostics,
+        Diagnostics::new(BadInputPolicy::Report),
+    );
     finish(
         pass,
         attempt_columns,
@@ -417,7 +414,7 @@ pub fn analyze_in_place(
         ingested,
         rules,
         Totals {
-            issues,
+            diagnostics,
             events: event_count,
             trace_end_ms,
         },
@@ -470,7 +467,7 @@ pub fn analyze_attempts(
         ingested,
         rules,
         Totals {
-            issues: Vec::new(),
+            diagnostics: Diagnostics::new(BadInputPolicy::Report),
             events,
             trace_end_ms,
         },
@@ -479,7 +476,7 @@ pub fn analyze_attempts(
 
 /// What the two ways into the analysis know beside the per-operation pass.
 struct Totals {
-    issues: Vec<InputIssue>,
+    diagnostics: Diagnostics,
     events: u64,
     trace_end_ms: Millis,
 }
@@ -495,7 +492,7 @@ fn finish(
     totals: Totals,
 ) -> anyhow::Result<Analysis> {
     let Totals {
-        issues,
+        diagnostics,
         events: event_count,
         trace_end_ms,
     } = totals;
@@ -592,7 +589,7 @@ fn finish(
         attempts,
         bursts,
         burst_operations,
-        issues,
+        diagnostics,
         duplicate_events: duplicates.len() as u64,
         duplicate_examples,
         duplicate_effects,
@@ -650,42 +647,6 @@ fn choose_kept(pending: &[Pending], keep: &Keep, ingested: &Ingested) -> Vec<u32
             all.sort_by(by_worst);
             all.into_iter().map(|p| p.op).collect()
         }
-    }
-}
-
-/// Event indexes grouped by operation (a counting sort): operation `op` owns
-/// `order[offsets[op]..offsets[op + 1]]`. Cheaper than sorting 72-byte events globally.
-pub struct ByOperation {
-    offsets: Vec<u32>,
-    order: Vec<u32>,
-}
-
-impl ByOperation {
-    pub fn new(events: &[Event], operations: usize) -> ByOperation {
-        let mut offsets = vec![0u32; operations + 1];
-        for e in events {
-            offsets[e.op as usize + 1] += 1;
-        }
-        for i in 1..offsets.len() {
-            offsets[i] += offsets[i - 1];
-        }
-        let mut next = offsets.clone();
-        let mut order = vec![0u32; events.len()];
-        for (i, e) in events.iter().enumerate() {
-            let slot = &mut next[e.op as usize];
-            order[*slot as usize] = i as u32;
-            *slot += 1;
-        }
-        ByOperation { offsets, order }
-    }
-
-    /// Fills `into` with the events of operation `op` in canonical order: what normalize
-    /// takes.
-    pub fn sorted_events(&self, events: &[Event], op: usize, into: &mut Vec<Event>) {
-        let range = self.offsets[op] as usize..self.offsets[op + 1] as usize;
-        into.clear();
-        into.extend(self.order[range].iter().map(|&i| events[i as usize]));
-        into.sort_unstable_by(canonical_order);
     }
 }
 

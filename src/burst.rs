@@ -3,8 +3,8 @@
 //! retry rate explains. Aligned failures retried on one fixed schedule make them; jittered
 //! retries spread out and do not.
 
-use crate::config::BurstParams;
 use crate::model::Millis;
+use crate::rules::BurstParams;
 
 /// Neighbouring windows on each side whose retries set the expected rate (SPEC §3).
 pub const NEIGHBOUR_WINDOWS: f64 = 10.0;

@@ -5,9 +5,9 @@
 
 use serde::Serialize;
 
-use crate::config::Rules;
 use crate::group::{Parent, Tree};
 use crate::model::{Attempt, Millis};
+use crate::rules::Rules;
 
 /// A retry that starts within this many ms of the previous attempt's end is back-to-back:
 /// less than any deliberate backoff, about one scheduler tick plus a local round trip.
@@ -556,7 +556,7 @@ mod tests {
             stretches_with_two_active([(0.0, 100.0), (10.0, 20.0), (50.0, 65.0)].into_iter()),
             vec![(10.0, 20.0), (50.0, 65.0)]
         );
-        let rules = Rules::new(crate::config::HopOrder::default());
+        let rules = Rules::new(crate::rules::HopOrder::default());
         let a = vec![
             crate::group::tests_support::attempt(0, 0.0, 800.0),
             crate::group::tests_support::attempt(0, 850.0, 2250.0),

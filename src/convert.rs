@@ -12,18 +12,19 @@ use anyhow::Result;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::analysis::ByOperation;
-use crate::config::{BadInputPolicy, HopOrder};
-use crate::ingest::spans::{Skip, SpanStats};
-use crate::ingest::{Ingested, InputIssue};
+use crate::diagnostics::Diagnostics;
+use crate::ingest::spans::hop::Skip;
+use crate::ingest::spans::resolve::SpanStats;
+use crate::ingest::Ingested;
 use crate::model::{Attempt, Millis, OperationKey, Outcome};
-use crate::normalize::{normalize_operation, problem_issues};
+use crate::normalize::{normalize_operation, ByOperation, Normalized};
+use crate::rules::HopOrder;
 
 /// The converted records and what was wrong with the input.
 pub struct Converted {
     pub bytes: Vec<u8>,
     pub records: u64,
-    pub issues: Vec<InputIssue>,
+    pub diagnostics: Diagnostics,
     pub duplicate_events: u64,
     pub span_stats: Option<SpanStats>,
 }
@@ -83,35 +84,27 @@ impl From<Outcome> for OutcomeValue {
 
 /// Normalizes every operation and writes its attempts, operations in (test run, ID) order
 /// and attempts in the pipeline's canonical order.
-pub fn convert(
-    mut ingested: Ingested,
-    hops: &HopOrder,
-    bad_input: BadInputPolicy,
-) -> Result<Converted> {
+pub fn convert(mut ingested: Ingested, hops: &HopOrder) -> Result<Converted> {
     let events = std::mem::take(&mut ingested.events);
     let by_operation = ByOperation::new(&events, ingested.operations.len());
-    let mut operations: Vec<(OperationKey, crate::normalize::Normalized)> =
-        (0..ingested.operations.len())
-            .into_par_iter()
-            .map_init(Vec::new, |scratch, op| {
-                by_operation.sorted_events(&events, op, scratch);
-                (
-                    ingested.operation_key(op as u32),
-                    normalize_operation(scratch),
-                )
-            })
-            .collect();
+    let mut operations: Vec<(OperationKey, Normalized)> = (0..ingested.operations.len())
+        .into_par_iter()
+        .map_init(Vec::new, |scratch, op| {
+            by_operation.sorted_events(&events, op, scratch);
+            (
+                ingested.operation_key(op as u32),
+                normalize_operation(scratch),
+            )
+        })
+        .collect();
 
-    let problems = problem_issues(
-        &ingested.files,
-        operations
-            .iter_mut()
-            .flat_map(|(_, n)| std::mem::take(&mut n.problems))
-            .collect(),
-        bad_input,
-    )?;
-    let mut issues = std::mem::take(&mut ingested.issues);
-    issues.extend(problems);
+    let problems = operations
+        .iter_mut()
+        .flat_map(|(_, n)| std::mem::take(&mut n.problems))
+        .collect();
+    ingested
+        .diagnostics
+        .bad_sources_in_file_order(&ingested.files, problems)?;
 
     operations.sort_by(|a, b| a.0.cmp(&b.0));
     let mut bytes = Vec::new();
@@ -129,9 +122,9 @@ pub fn convert(
     Ok(Converted {
         bytes,
         records,
-        issues,
         duplicate_events,
-        span_stats: ingested.span_stats.take(),
+        diagnostics: ingested.diagnostics,
+        span_stats: ingested.span_stats,
     })
 }
 

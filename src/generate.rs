@@ -35,7 +35,7 @@ use anyhow::{bail, Result};
 
 use crate::burst::{ln_poisson_tail, BURST_P_VALUE, NEIGHBOUR_WINDOWS};
 use crate::classify::Class;
-use crate::config::{DEFAULT_BURST_MIN_OPS, DEFAULT_BURST_WINDOW_MS};
+use crate::rules::{DEFAULT_BURST_MIN_OPS, DEFAULT_BURST_WINDOW_MS};
 
 /// Timestamps start here (2023-11-14T22:13:20Z), like `gen_events.py`.
 pub const BASE_MS: u64 = 1_700_000_000_000;

@@ -1,8 +1,8 @@
 //! Group: rebuilds one operation's attempt tree. Links every attempt to the upstream
 //! attempt that caused it and splits the attempts under each parent into lines (SPEC §3).
 
-use crate::config::Rules;
 use crate::model::{Attempt, Millis, Sym};
+use crate::rules::Rules;
 
 /// What caused an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -183,7 +183,7 @@ pub mod tests_support {
 mod tests {
     use super::tests_support::attempt;
     use super::*;
-    use crate::config::HopOrder;
+    use crate::rules::HopOrder;
 
     fn rules() -> Rules {
         Rules::new(HopOrder::default())

@@ -10,6 +10,7 @@ mod cli;
 mod compare;
 mod config;
 mod convert;
+mod diagnostics;
 mod exit_codes;
 mod gate;
 mod generate;
@@ -21,6 +22,7 @@ mod policy;
 mod profile;
 mod replay;
 mod report;
+mod rules;
 mod select;
 mod summary;
 mod timeline;
@@ -34,12 +36,13 @@ use clap::Parser;
 use crate::cli::{
     AnalyzeArgs, Cli, Command, ConvertArgs, FormatArg, InputArgs, InputFormatArg, ShowArgs,
 };
-use crate::config::{
-    AnalyzeConfig, BadInputPolicy, GateConfig, HopOrder, InputConfig, InputFormat, InputPath,
-    OutputFormat, Rules, ShowConfig, SpanMapping,
-};
-use crate::gate::Origin;
-use crate::ingest::InputIssue;
+use crate::config::{AnalyzeConfig, GateConfig, ShowConfig};
+use crate::diagnostics::BadInputPolicy;
+use crate::gate::condition::{Condition, Origin};
+use crate::ingest::spans::mapping::SpanMapping;
+use crate::ingest::{InputConfig, InputFormat, InputPath};
+use crate::report::OutputFormat;
+use crate::rules::{HopOrder, Rules};
 
 /// mimalloc: millions of small per-operation allocations from several threads are its
 /// home ground.
@@ -50,9 +53,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// the kernel after 10 ms and comes back as freshly zeroed (often huge) pages: on a 1 M-event
 /// input that zeroing was 40% of all CPU time. A run is short; keep the memory.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Bad lines printed one by one before the rest are only counted.
-const ISSUES_SHOWN: usize = 10;
 
 fn main() {
     // SAFETY: sets a process-wide allocator option; no allocation is in flight in this call.
@@ -117,7 +117,7 @@ fn convert(args: ConvertArgs) -> Result<i32> {
     let rules = base_rules(&args.input.options, &policy, args.policy.as_deref())?;
     let input = input_config(args.input, &rules, &policy)?;
     let ingested = ingest::read_inputs(&input, &rules.hops)?;
-    let converted = convert::convert(ingested, &rules.hops, input.bad_input)?;
+    let converted = convert::convert(ingested, &rules.hops)?;
     write_output(args.output.as_deref(), &converted.bytes)?;
     if let Some(stats) = &converted.span_stats {
         eprintln!("{}", convert::span_note(stats, converted.records));
@@ -128,7 +128,7 @@ fn convert(args: ConvertArgs) -> Result<i32> {
             converted.duplicate_events
         );
     }
-    Ok(report_issues(&converted.issues, input.bad_input))
+    Ok(converted.diagnostics.report())
 }
 
 fn analyze(config: AnalyzeConfig) -> Result<i32> {
@@ -137,37 +137,37 @@ fn analyze(config: AnalyzeConfig) -> Result<i32> {
     stages.mark("ingest");
     // The worst operations keep their attempts for the timelines.
     let keep = analysis::Keep::Worst(config.top.min(summary::TIMELINES_DRAWN));
-    let analysis = analysis::analyze(ingested, &config.rules, config.input.bad_input, &keep)?;
+    let analysis = analysis::analyze(ingested, &config.rules, &keep)?;
     stages.mark("normalize+group+classify");
-    let mut summary = summary::summarize(&analysis, &config.rules, config.top)?;
+    let summary = summary::summarize(&analysis, &config.rules, config.top)?;
     stages.mark("summary");
-    if !config.gate.conditions.is_empty() {
-        summary.gate = Some(gate::evaluate(
+    let verdict = (!config.gate.conditions.is_empty()).then(|| {
+        gate::evaluate(
             &config.gate.conditions,
             &summary,
             &analysis,
             &config.rules.hops,
             config.gate.report_only,
-        ));
-    }
-    let bytes = report::render(config.format, &summary, &analysis, &config.rules)?;
+        )
+    });
+    let bytes = report::render(
+        config.format,
+        &summary,
+        verdict.as_ref(),
+        &analysis,
+        &config.rules,
+    )?;
     write_output(config.output.as_deref(), &bytes)?;
     stages.mark("report");
-    conclude(
-        summary.gate.as_ref(),
-        &config.gate,
-        &[&analysis],
-        config.input.bad_input,
-    )
+    conclude(verdict.as_ref(), &config.gate, &[&analysis])
 }
 
 /// The end of a run that may gate: the JUnit file, the gate's lines, duplicate events and
 /// bad input lines on stderr, and the exit code they add up to.
 fn conclude(
-    gate: Option<&gate::GateReport>,
+    verdict: Option<&gate::GateReport>,
     config: &GateConfig,
     analyses: &[&analysis::Analysis],
-    bad_input: BadInputPolicy,
 ) -> Result<i32> {
     let mut code = exit_codes::SUCCESS;
     if let Some(path) = &config.junit {
@@ -177,16 +177,16 @@ fn conclude(
             report_only: config.report_only,
             thresholds: Vec::new(),
         };
-        if gate.is_none() {
+        if verdict.is_none() {
             eprintln!(
                 "attempt-funnel: --junit: no failure conditions (give --fail-on, or fail_on in the --policy file); '{}' has no test cases",
                 path.display()
             );
         }
-        std::fs::write(path, gate::junit_xml(gate.unwrap_or(&empty)))
+        std::fs::write(path, gate::junit_xml(verdict.unwrap_or(&empty)))
             .with_context(|| format!("could not write '{}'", path.display()))?;
     }
-    if let Some(report) = gate {
+    if let Some(report) = verdict {
         for line in gate::log_lines(report) {
             eprintln!("{line}");
         }
@@ -208,7 +208,7 @@ fn conclude(
             );
         }
         // An input error outranks a breach: the verdict was reached on incomplete input.
-        code = code.max(report_issues(&analysis.issues, bad_input));
+        code = code.max(analysis.diagnostics.report());
     }
     Ok(code)
 }
@@ -217,7 +217,7 @@ fn conclude(
 /// [`analyze_config`]).
 fn change_conditions(
     fail_on: &mut Vec<String>,
-    hops: &config::HopOrder,
+    hops: &HopOrder,
 ) -> Result<Vec<compare::change::ChangeCondition>> {
     let (changes, plain): (Vec<String>, Vec<String>) = std::mem::take(fail_on)
         .into_iter()
@@ -232,7 +232,7 @@ fn change_conditions(
 
 /// The hop order the flags and policy give, before anything else is resolved: change
 /// conditions are parsed against it.
-fn hops_for(args: &AnalyzeArgs) -> Result<config::HopOrder> {
+fn hops_for(args: &AnalyzeArgs) -> Result<HopOrder> {
     let policy = match &args.rules.policy {
         Some(path) => policy::load(path)?,
         None => policy::Policy::default(),
@@ -252,12 +252,7 @@ fn replay(mut args: cli::ReplayArgs) -> Result<i32> {
     let mut ingested = ingest::read_inputs(&config.input, &rules.hops)?;
     let prepared = replay::prepare(&ingested, rules);
     let drawn = config.top.min(summary::TIMELINES_DRAWN);
-    let observed = analysis::analyze_in_place(
-        &mut ingested,
-        rules,
-        config.input.bad_input,
-        &analysis::Keep::Worst(drawn),
-    )?;
+    let observed = analysis::analyze_in_place(&mut ingested, rules, &analysis::Keep::Worst(drawn))?;
     let replayed_run = replay::run(&prepared, &candidate, seed, rules, &mut ingested.strings)?;
     drop(prepared);
     let observed_worst = observed.kept.iter().map(|k| k.op).collect();
@@ -314,12 +309,7 @@ fn replay(mut args: cli::ReplayArgs) -> Result<i32> {
         rules,
     )?;
     write_output(config.output.as_deref(), &bytes)?;
-    conclude(
-        comparison.gate.as_ref(),
-        &config.gate,
-        &[&observed],
-        config.input.bad_input,
-    )
+    conclude(comparison.gate.as_ref(), &config.gate, &[&observed])
 }
 
 /// One side of `diff`, as read.
@@ -390,7 +380,6 @@ fn diff_side(
     let analysis = analysis::analyze(
         ingested,
         &config.rules,
-        config.input.bad_input,
         &analysis::Keep::WorstAnd(drawn, ops),
     )?;
     let summary = summary::summarize(&analysis, &config.rules, config.top)?;
@@ -454,12 +443,7 @@ fn diff(args: cli::DiffArgs) -> Result<i32> {
         .into_iter()
         .flatten()
         .collect();
-    conclude(
-        comparison.gate.as_ref(),
-        &config.gate,
-        &analyses,
-        config.input.bad_input,
-    )
+    conclude(comparison.gate.as_ref(), &config.gate, &analyses)
 }
 
 /// `show`: the whole pipeline (bursts look across operations), keeping one operation's
@@ -472,8 +456,8 @@ fn show(config: ShowConfig) -> Result<i32> {
         config.test_run_id.as_deref(),
     )?;
     let keep = analysis::Keep::Operations(vec![op]);
-    let analysis = analysis::analyze(ingested, &config.rules, config.input.bad_input, &keep)?;
-    let input_code = report_issues(&analysis.issues, config.input.bad_input);
+    let analysis = analysis::analyze(ingested, &config.rules, &keep)?;
+    let input_code = analysis.diagnostics.report();
     let Some(view) = summary::operation_view(&analysis, &config.rules) else {
         anyhow::bail!(
             "operation \"{}\" has no valid attempts: every event of it was a bad line (see above)",
@@ -482,31 +466,6 @@ fn show(config: ShowConfig) -> Result<i32> {
     };
     write_output(None, report::show(&view).as_bytes())?;
     Ok(input_code)
-}
-
-/// Prints bad input lines to stderr and returns the exit code they call for.
-fn report_issues(issues: &[InputIssue], policy: BadInputPolicy) -> i32 {
-    if issues.is_empty() {
-        return exit_codes::SUCCESS;
-    }
-    if policy == BadInputPolicy::Skip {
-        eprintln!(
-            "attempt-funnel: skipped {} bad input lines (--skip-invalid)",
-            issues.len()
-        );
-        return exit_codes::SUCCESS;
-    }
-    for issue in issues.iter().take(ISSUES_SHOWN) {
-        eprintln!("{issue}");
-    }
-    if issues.len() > ISSUES_SHOWN {
-        eprintln!("… and {} more bad lines", issues.len() - ISSUES_SHOWN);
-    }
-    eprintln!(
-        "attempt-funnel: {} bad input lines; the report covers the good lines only (fix them, or pass --skip-invalid to accept this)",
-        issues.len()
-    );
-    exit_codes::ERROR
 }
 
 fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
@@ -607,7 +566,7 @@ fn base_rules(
     let hop_names = match (&input.hops, &policy.hops) {
         (Some(flag), _) => flag.clone(),
         (None, Some(from_policy)) => from_policy.clone(),
-        (None, None) => config::DEFAULT_HOPS.iter().map(|s| s.to_string()).collect(),
+        (None, None) => rules::DEFAULT_HOPS.iter().map(|s| s.to_string()).collect(),
     };
     let mut rules = Rules::new(HopOrder::new(hop_names)?);
     // Checked here, before the policy's values are applied, so that a policy error names
@@ -646,12 +605,12 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
         .rules
         .burst_window
         .or(policy.burst.window_ms)
-        .unwrap_or(config::DEFAULT_BURST_WINDOW_MS);
+        .unwrap_or(rules::DEFAULT_BURST_WINDOW_MS);
     let min_ops = args
         .rules
         .burst_min_ops
         .or(policy.burst.min_ops)
-        .unwrap_or(config::DEFAULT_BURST_MIN_OPS);
+        .unwrap_or(rules::DEFAULT_BURST_MIN_OPS);
     if !(window.is_finite() && window > 0.0) {
         anyhow::bail!(
             "--burst-window must be a positive number of milliseconds, e.g. --burst-window 50"
@@ -671,10 +630,10 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         None => policy::Policy::default(),
     };
     let rules = resolve_rules(&args, &policy)?;
-    let parse_all = |texts: &[String], origin| -> Result<Vec<gate::Condition>> {
+    let parse_all = |texts: &[String], origin| -> Result<Vec<Condition>> {
         texts
             .iter()
-            .map(|t| gate::parse_condition(t, &rules.hops, origin))
+            .map(|t| gate::condition::parse_condition(t, &rules.hops, origin))
             .collect()
     };
     let from_policy = parse_all(&policy.fail_on, Origin::Policy).with_context(|| {
@@ -699,7 +658,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         output: args.output,
         top: args.top,
         gate: GateConfig {
-            conditions: gate::merge(from_policy, from_flags),
+            conditions: gate::condition::merge(from_policy, from_flags),
             report_only: args.report_only,
             junit: args.junit,
         },

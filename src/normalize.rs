@@ -2,7 +2,6 @@
 //! shippers deliver at least once), pairs point events into attempts, and takes the start
 //! of an attempt seen only finishing from the same attempt upstream (SPEC §2).
 
-use crate::ingest::InputIssue;
 use crate::model::{Attempt, Event, Millis, Outcome, PointKind, SourceRef, Timing};
 
 /// One operation's attempts, in canonical order (hop, start, then content), and what
@@ -208,32 +207,39 @@ fn upstream_start(known: &[Attempt], a: &Attempt) -> Option<Millis> {
         .map(|u| u.start_ms)
 }
 
-/// Turns normalization problems into input issues in file and line order; under
-/// `--strict` the first one stops the run.
-pub fn problem_issues(
-    files: &[String],
-    problems: Vec<(SourceRef, String)>,
-    bad_input: crate::config::BadInputPolicy,
-) -> anyhow::Result<Vec<InputIssue>> {
-    let mut issues: Vec<InputIssue> = problems
-        .into_iter()
-        .map(|(source, message)| problem_issue(files, source, message))
-        .collect();
-    issues.sort_by(|a, b| (a.path.as_str(), a.line).cmp(&(b.path.as_str(), b.line)));
-    if bad_input == crate::config::BadInputPolicy::Strict {
-        if let Some(first) = issues.first() {
-            anyhow::bail!("{first}\n(stopped at the first bad line because of --strict)");
-        }
-    }
-    Ok(issues)
+/// Event indexes grouped by operation (a counting sort): operation `op` owns
+/// `order[offsets[op]..offsets[op + 1]]`. Cheaper than sorting 72-byte events globally.
+pub struct ByOperation {
+    offsets: Vec<u32>,
+    order: Vec<u32>,
 }
 
-/// Builds the input issue for a normalization problem.
-fn problem_issue(files: &[String], source: SourceRef, message: String) -> InputIssue {
-    InputIssue {
-        path: files[source.file as usize].clone(),
-        line: u64::from(source.line),
-        message,
+impl ByOperation {
+    pub fn new(events: &[Event], operations: usize) -> ByOperation {
+        let mut offsets = vec![0u32; operations + 1];
+        for e in events {
+            offsets[e.op as usize + 1] += 1;
+        }
+        for i in 1..offsets.len() {
+            offsets[i] += offsets[i - 1];
+        }
+        let mut next = offsets.clone();
+        let mut order = vec![0u32; events.len()];
+        for (i, e) in events.iter().enumerate() {
+            let slot = &mut next[e.op as usize];
+            order[*slot as usize] = i as u32;
+            *slot += 1;
+        }
+        ByOperation { offsets, order }
+    }
+
+    /// Fills `into` with the events of operation `op` in canonical order: what normalize
+    /// takes.
+    pub fn sorted_events(&self, events: &[Event], op: usize, into: &mut Vec<Event>) {
+        let range = self.offsets[op] as usize..self.offsets[op + 1] as usize;
+        into.clear();
+        into.extend(self.order[range].iter().map(|&i| events[i as usize]));
+        into.sort_unstable_by(canonical_order);
     }
 }
 

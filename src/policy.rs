@@ -27,7 +27,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
-use crate::config::HopOrder;
+use crate::rules::HopOrder;
 
 /// A valid policy, shown in every policy error so the fix is one copy away.
 pub const EXAMPLE: &str = r#"fail_on = ["nested-retry > 0", "overlap > 1%"]

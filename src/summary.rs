@@ -11,8 +11,8 @@ use crate::analysis::{
 };
 use crate::burst::Burst;
 use crate::classify::Class;
-use crate::config::{HopOrder, Rules};
 use crate::model::{Millis, OperationKey};
+use crate::rules::{HopOrder, Rules};
 use crate::timeline::{AttemptsOverTime, OperationTimeline};
 
 /// Version of the JSON summary and per-operation row schema; bumped on any breaking change.
@@ -76,9 +76,6 @@ pub struct Summary {
     /// empty.
     #[serde(default, skip_deserializing, skip_serializing_if = "Vec::is_empty")]
     pub timelines: Vec<OperationTimeline>,
-    /// The CI gate's verdict; absent when no condition was given.
-    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
-    pub gate: Option<crate::gate::GateReport>,
 }
 
 /// What was read.
@@ -355,7 +352,7 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
             lines: analysis.lines_read,
             events: analysis.events,
             duplicate_events: analysis.duplicate_events,
-            bad_lines: analysis.issues.len() as u64,
+            bad_lines: analysis.diagnostics.issues().len() as u64,
         },
         operations,
         attempts: analysis.attempts.len() as u64,
@@ -396,7 +393,6 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
                 )
             })
             .collect(),
-        gate: None,
     })
 }
 

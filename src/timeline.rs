@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use crate::analysis::{Analysis, KeptOperation};
 use crate::classify::{overlap_spans, Role};
-use crate::config::{HopOrder, Rules};
 use crate::group::{line_key, LineKey, Parent};
 use crate::model::{Millis, Outcome};
+use crate::rules::{HopOrder, Rules};
 
 /// Most time buckets in [`AttemptsOverTime`]: one per 6 px of a 1,200 px chart, enough to
 /// see a burst, few enough that the series stays a few kilobytes for any input.

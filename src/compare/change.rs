@@ -9,8 +9,9 @@
 use anyhow::{bail, Context, Result};
 
 use crate::analysis::Analysis;
-use crate::config::HopOrder;
-use crate::gate::{parse_condition, Metric, Origin, ThresholdResult};
+use crate::gate::condition::{parse_condition, Metric, Origin};
+use crate::gate::ThresholdResult;
+use crate::rules::HopOrder;
 use crate::summary::Summary;
 
 /// Which way a metric must move to count.
@@ -35,7 +36,7 @@ pub struct ChangeCondition {
     pub text: String,
     pub metric: Metric,
     pub direction: Direction,
-    pub cmp: crate::gate::Cmp,
+    pub cmp: crate::gate::condition::Cmp,
     /// A fraction of the first run's value when `relative`, else the change itself.
     pub limit: f64,
     pub relative: bool,
@@ -218,7 +219,7 @@ pub fn evaluate(
 /// analysis, not a saved summary), change conditions compare the two. `None` without
 /// conditions.
 pub fn gate(
-    plain: &[crate::gate::Condition],
+    plain: &[crate::gate::condition::Condition],
     changes: &[ChangeCondition],
     before: (&Summary, Option<&Analysis>),
     after: (&Summary, Option<&Analysis>),
@@ -252,7 +253,7 @@ pub fn gate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::Cmp;
+    use crate::gate::condition::Cmp;
 
     #[test]
     fn parses_change_conditions_with_the_plain_grammar() {

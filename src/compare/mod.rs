@@ -10,8 +10,8 @@ use serde::Serialize;
 
 use crate::analysis::{Analysis, FinalOutcome};
 use crate::classify::Class;
-use crate::config::Rules;
 use crate::model::OperationKey;
+use crate::rules::Rules;
 use crate::summary::{display_operation_key, OperationRecord, Summary};
 use crate::timeline::OperationTimeline;
 

@@ -16,8 +16,8 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
-use crate::config::HopOrder;
-use crate::model::{Millis, Outcome, PointKind};
+use crate::model::{Millis, Outcome, PointKind, Timing};
+use crate::rules::HopOrder;
 
 /// One JSON scalar or logfmt value, kept as written until validation decides what it means.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,19 +122,6 @@ pub struct RawFields<'a> {
     pub time: Option<Scalar<'a>>,
 }
 
-/// The timing of a checked line (see [`crate::model::Timing`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum CheckedTiming {
-    Record {
-        start_ms: Option<Millis>,
-        finish_ms: Option<Millis>,
-    },
-    Point {
-        kind: PointKind,
-        at_ms: Millis,
-    },
-}
-
 /// A valid line whose strings still borrow from the input; ingest interns them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckedLine<'a> {
@@ -142,7 +129,7 @@ pub struct CheckedLine<'a> {
     pub test_run_id: Option<Cow<'a, str>>,
     pub hop: u16,
     pub attempt: Option<u32>,
-    pub timing: CheckedTiming,
+    pub timing: Timing,
     pub outcome: Option<Outcome>,
     pub target: Option<Cow<'a, str>>,
     pub message_id: Option<Cow<'a, str>>,
@@ -209,7 +196,7 @@ impl<'a> RawFields<'a> {
                 // An explicit hop wins; otherwise the client-/server- prefix; otherwise the
                 // caller, as SPEC §2 says for a bare point event.
                 let hop = explicit_hop.or(prefix_hop).unwrap_or(hops.caller_index());
-                (hop, CheckedTiming::Point { kind, at_ms })
+                (hop, Timing::Point { kind, at_ms })
             }
             None => {
                 let start_ms = either_time(("start_ms", self.start_ms), ("start", self.start))?;
@@ -228,7 +215,7 @@ impl<'a> RawFields<'a> {
                 let hop = explicit_hop.unwrap_or(hops.caller_index());
                 (
                     hop,
-                    CheckedTiming::Record {
+                    Timing::Record {
                         start_ms,
                         finish_ms,
                     },
@@ -448,7 +435,7 @@ mod tests {
         assert_eq!(c.hop, h.caller_index());
         assert_eq!(
             c.timing,
-            CheckedTiming::Point {
+            Timing::Point {
                 kind: PointKind::Timeout,
                 at_ms: 800.0
             }
@@ -459,7 +446,7 @@ mod tests {
         assert_eq!(s.hop, h.dependency_index());
         assert_eq!(
             s.timing,
-            CheckedTiming::Point {
+            Timing::Point {
                 kind: PointKind::Finish,
                 at_ms: 1500.0
             }
@@ -474,7 +461,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             a.timing,
-            CheckedTiming::Record {
+            Timing::Record {
                 start_ms: Some(1_795_996_800_250.0),
                 finish_ms: Some(1_795_996_800_300.0)
             }

@@ -1,6 +1,7 @@
 //! Ingest: reads files or stdin in chunks, detects each file's line format, parses and
-//! validates lines in parallel, and interns them into [`Event`]s. Bad lines become
-//! [`InputIssue`]s (`path:line: what is wrong`), never panics and never silent drops.
+//! validates lines in parallel, and interns them into [`Event`]s. Bad lines are recorded in
+//! [`Diagnostics`] (`path:line: what is wrong`), never panics and never silent drops. Every
+//! reader works through one [`Reader`] context.
 //!
 //! Which inputs there are and how they are opened (directories, glob patterns, gzip, zstd,
 //! Parquet) is [`source`]'s business; Parquet rows are read by [`parquet`]; the progress
@@ -18,36 +19,66 @@ mod zipkin;
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use rayon::prelude::*;
 
-use crate::config::{BadInputPolicy, HopOrder, InputConfig, InputFormat};
-use crate::model::{Event, EventFields, Interner, OperationKey, SourceRef, Sym, Timing};
-pub use fields::{CheckedLine, CheckedTiming};
+use crate::diagnostics::{BadInputPolicy, Diagnostics};
+use crate::model::{Event, EventFields, Interner, OperationKey, SourceRef, Sym};
+use crate::rules::HopOrder;
+pub use fields::CheckedLine;
 use progress::Progress;
 use source::Content;
+use spans::mapping::SpanMapping;
+use spans::resolve::{MappedSpan, SpanStats};
 
 /// Bytes read per chunk. Large enough that parallel parsing amortises its overhead, small
 /// enough that the raw text of only one chunk is in memory at a time.
 const CHUNK_BYTES: usize = 8 << 20;
 
-/// A bad input line, as `path:line: message`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputIssue {
-    pub path: String,
-    pub line: u64,
-    pub message: String,
+/// Which line format a file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFormat {
+    Auto,
+    Jsonl,
+    Logfmt,
+    /// OpenTelemetry OTLP JSON, one `{"resourceSpans":[…]}` per line (docs/formats.md).
+    Otlp,
+    /// Zipkin v2 JSON: a span, or an array of spans, per line (docs/formats.md).
+    Zipkin,
 }
 
-impl std::fmt::Display for InputIssue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}: {}", self.path, self.line, self.message)
+/// Where input comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InputPath {
+    Stdin,
+    File(PathBuf),
+}
+
+impl InputPath {
+    pub fn display(&self) -> String {
+        match self {
+            InputPath::Stdin => "<stdin>".to_string(),
+            InputPath::File(p) => p.display().to_string(),
+        }
     }
 }
 
-/// Everything read from the inputs.
-#[derive(Debug, Default)]
+/// Input options shared by every subcommand that reads events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputConfig {
+    pub paths: Vec<InputPath>,
+    pub format: InputFormat,
+    pub bad_input: BadInputPolicy,
+    /// Show a progress line on stderr while reading (stderr is a terminal, not under CI).
+    pub progress: bool,
+    /// How OTLP and Zipkin spans become attempts.
+    pub spans: SpanMapping,
+}
+
+/// Everything read from the inputs: what the analysis receives.
+#[derive(Debug)]
 pub struct Ingested {
     pub events: Vec<Event>,
     /// The (test run, operation) keys; `Event::op` indexes this.
@@ -57,12 +88,10 @@ pub struct Ingested {
     pub files: Vec<String>,
     /// Non-blank lines read.
     pub lines_read: u64,
-    pub issues: Vec<InputIssue>,
+    /// The bad lines found so far, and the policy for them.
+    pub diagnostics: Diagnostics,
     /// What became of the spans, when an input was OTLP or Zipkin.
-    pub span_stats: Option<spans::SpanStats>,
-    op_index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
-    /// Spans read so far; they become events once every input has been read.
-    spans: Vec<spans::MappedSpan>,
+    pub span_stats: Option<SpanStats>,
 }
 
 impl Ingested {
@@ -77,46 +106,108 @@ impl Ingested {
     pub fn location(&self, source: SourceRef) -> String {
         format!("{}:{}", self.files[source.file as usize], source.line)
     }
+}
 
-    /// Records a bad input line; under `--strict` it stops the run.
-    fn bad_line(
-        &mut self,
-        path: &str,
-        line: u64,
-        message: String,
-        policy: BadInputPolicy,
-    ) -> Result<()> {
-        let issue = InputIssue {
-            path: path.to_string(),
-            line,
-            message,
-        };
-        if policy == BadInputPolicy::Strict {
-            bail!("{issue}\n(stopped at the first bad line because of --strict)");
+/// Reads every input named in `config`, in order (directories and patterns expanded).
+pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
+    let inputs = source::resolve(&config.paths)?;
+    let mut progress = Progress::new(config.progress, source::total_size(&inputs));
+    let mut reader = Reader::new(config, hops);
+    reader.reserve_for(source::total_size(&inputs));
+    for input in &inputs {
+        let name = &input.name;
+        let content = source::open(input, &progress.counter())?;
+        let file = reader.add_file(name);
+        match content {
+            Content::Lines(lines) => reader.read_lines(lines, file, &mut progress),
+            Content::Parquet(data) => parquet::read(data, input, file, &mut reader, &mut progress),
         }
-        self.issues.push(issue);
-        Ok(())
+        .with_context(|| format!("could not read '{name}'"))?;
+    }
+    progress.finish();
+    reader.finish()
+}
+
+/// The shortest event line worth reserving for: `{"operation_id":"a","start_ms":1}` and
+/// a newline. Reserving for the most events the files can hold costs only address space
+/// (pages never touched are never resident) and saves growing a vector of millions of
+/// events by copying, which on a 1 M-event input was a tenth of the run.
+const MIN_EVENT_LINE_BYTES: u64 = 35;
+
+/// The input being read: its index in [`Ingested::files`] and its display name.
+#[derive(Clone, Copy)]
+pub(super) struct File<'n> {
+    pub index: u32,
+    pub name: &'n str,
+}
+
+/// The context every reader (lines of every format, Parquet rows) shares: the settings,
+/// what has been read so far, and the scratch that only reading needs (the operation index,
+/// the spans waiting for every input to be read).
+pub(super) struct Reader<'c> {
+    pub config: &'c InputConfig,
+    pub hops: &'c HopOrder,
+    pub out: Ingested,
+    op_index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
+    /// Spans read so far; they become events once every input has been read.
+    spans: Vec<MappedSpan>,
+}
+
+impl<'c> Reader<'c> {
+    pub fn new(config: &'c InputConfig, hops: &'c HopOrder) -> Reader<'c> {
+        Reader {
+            config,
+            hops,
+            out: Ingested {
+                events: Vec::new(),
+                operations: Vec::new(),
+                strings: Interner::default(),
+                files: Vec::new(),
+                lines_read: 0,
+                diagnostics: Diagnostics::new(config.bad_input),
+                span_stats: None,
+            },
+            op_index: HashMap::default(),
+            spans: Vec::new(),
+        }
     }
 
-    fn push(&mut self, source: SourceRef, line: CheckedLine) {
-        let run = line.test_run_id.as_deref().map(|r| self.strings.intern(r));
-        let id = self.strings.intern(&line.operation_id);
-        let next = self.operations.len() as u32;
+    fn reserve_for(&mut self, bytes_on_disk: Option<u64>) {
+        self.out
+            .events
+            .reserve((bytes_on_disk.unwrap_or(0) / MIN_EVENT_LINE_BYTES) as usize);
+    }
+
+    /// Names the next input; its index is the `file` of its events' [`SourceRef`]s.
+    pub fn add_file(&mut self, name: &str) -> u32 {
+        self.out.files.push(name.to_string());
+        (self.out.files.len() - 1) as u32
+    }
+
+    /// Ends the reading: resolves the spans read, if any input held spans.
+    pub fn finish(mut self) -> Result<Ingested> {
+        if self.out.span_stats.is_some() {
+            self.push_spans()?;
+        }
+        Ok(self.out)
+    }
+
+    /// Records a bad line of `file`; under `--strict` it stops the run.
+    pub fn bad_line(&mut self, file: File, line: u64, message: String) -> Result<()> {
+        self.out.diagnostics.bad_line(file.name, line, message)
+    }
+
+    /// Keeps a validated line as an event.
+    pub fn push(&mut self, source: SourceRef, line: CheckedLine) {
+        let out = &mut self.out;
+        let run = line.test_run_id.as_deref().map(|r| out.strings.intern(r));
+        let id = out.strings.intern(&line.operation_id);
+        let next = out.operations.len() as u32;
         let op = *self.op_index.entry((run, id)).or_insert(next);
         if op == next {
-            self.operations.push((run, id));
+            out.operations.push((run, id));
         }
-        let mut intern = |s: Option<std::borrow::Cow<str>>| s.map(|s| self.strings.intern(&s));
-        let timing = match line.timing {
-            CheckedTiming::Record {
-                start_ms,
-                finish_ms,
-            } => Timing::Record {
-                start_ms,
-                finish_ms,
-            },
-            CheckedTiming::Point { kind, at_ms } => Timing::Point { kind, at_ms },
-        };
+        let mut intern = |s: Option<std::borrow::Cow<str>>| s.map(|s| out.strings.intern(&s));
         let fields = EventFields {
             attempt: line.attempt,
             delivery: line.delivery,
@@ -129,105 +220,223 @@ impl Ingested {
             outcome: line.outcome,
             effect: line.effect,
         };
-        let event = Event::new(source, op, line.hop, timing, fields);
-        self.events.push(event);
+        let event = Event::new(source, op, line.hop, line.timing, fields);
+        out.events.push(event);
     }
-}
 
-/// Reads every input named in `config`, in order (directories and patterns expanded).
-pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
-    let inputs = source::resolve(&config.paths)?;
-    let mut progress = Progress::new(config.progress, source::total_size(&inputs));
-    let mut out = Ingested::default();
-    reserve_for(source::total_size(&inputs), &mut out);
-    for input in &inputs {
-        let name = &input.name;
-        let content = source::open(input, &progress.counter())?;
-        let file = out.files.len() as u32;
-        out.files.push(name.clone());
-        match content {
-            Content::Lines(reader) => {
-                read_one(reader, file, name, config, hops, &mut progress, &mut out)
-            }
-            Content::Parquet(data) => {
-                parquet::read(data, input, file, config, hops, &mut progress, &mut out)
-            }
-        }
-        .with_context(|| format!("could not read '{name}'"))?;
-    }
-    progress.finish();
-    if out.span_stats.is_some() {
-        push_spans(config, &mut out)?;
-    }
-    Ok(out)
-}
-
-/// The shortest event line worth reserving for: `{"operation_id":"a","start_ms":1}` and
-/// a newline. Reserving for the most events the files can hold costs only address space
-/// (pages never touched are never resident) and saves growing a vector of millions of
-/// events by copying, which on a 1 M-event input was a tenth of the run.
-const MIN_EVENT_LINE_BYTES: u64 = 35;
-
-fn reserve_for(bytes_on_disk: Option<u64>, out: &mut Ingested) {
-    out.events
-        .reserve((bytes_on_disk.unwrap_or(0) / MIN_EVENT_LINE_BYTES) as usize);
-}
-
-fn read_one(
-    mut reader: Box<dyn Read + Send>,
-    file: u32,
-    name: &str,
-    config: &InputConfig,
-    hops: &HopOrder,
-    progress: &mut Progress,
-    out: &mut Ingested,
-) -> Result<()> {
-    let mut format = match config.format {
-        InputFormat::Auto => None,
-        forced => Some(forced),
-    };
-    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
-    let mut next_line: u64 = 1;
-    loop {
-        let had = buf.len();
-        (&mut reader)
-            .take(CHUNK_BYTES as u64)
-            .read_to_end(&mut buf)?;
-        let eof = buf.len() == had;
-        // Only whole lines are parsed; the tail waits for the next read, or is the last line.
-        let end = if eof {
-            buf.len()
-        } else {
-            match memchr::memrchr(b'\n', &buf) {
-                Some(i) => i + 1,
-                None => continue, // a line longer than a chunk: keep reading
-            }
+    /// Reads one input of lines, chunk by chunk, in the format given or detected.
+    fn read_lines(
+        &mut self,
+        mut lines: Box<dyn Read + Send>,
+        index: u32,
+        progress: &mut Progress,
+    ) -> Result<()> {
+        let name = self.out.files[index as usize].clone();
+        let file = File { index, name: &name };
+        let mut format = match self.config.format {
+            InputFormat::Auto => None,
+            forced => Some(forced),
         };
-        if end > 0 {
-            let format = *format.get_or_insert_with(|| detect_format(&buf[..end]));
-            // Span formats map whole lines to several attempts; the rest to one event each.
-            let parse = match format {
-                InputFormat::Otlp | InputFormat::Zipkin => parse_span_chunk,
-                _ => parse_chunk,
+        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
+        let mut next_line: u64 = 1;
+        loop {
+            let had = buf.len();
+            (&mut lines)
+                .take(CHUNK_BYTES as u64)
+                .read_to_end(&mut buf)?;
+            let eof = buf.len() == had;
+            // Only whole lines are parsed; the tail waits for the next read, or is the last line.
+            let end = if eof {
+                buf.len()
+            } else {
+                match memchr::memrchr(b'\n', &buf) {
+                    Some(i) => i + 1,
+                    None => continue, // a line longer than a chunk: keep reading
+                }
             };
-            next_line = parse(
-                &buf[..end],
-                eof,
-                next_line,
-                file,
-                name,
-                format,
-                config,
-                hops,
-                out,
-            )?;
-        }
-        buf.drain(..end);
-        progress.update(out.events.len(), out.operations.len());
-        if eof {
-            return Ok(());
+            if end > 0 {
+                let format = *format.get_or_insert_with(|| detect_format(&buf[..end]));
+                let chunk = Chunk {
+                    bytes: &buf[..end],
+                    at_eof: eof,
+                    first_line: next_line,
+                };
+                next_line = match format {
+                    // Span formats map a line to several attempts; the rest to one event each.
+                    InputFormat::Otlp | InputFormat::Zipkin => {
+                        self.span_chunk(file, format, &chunk)?
+                    }
+                    _ => self.event_chunk(file, format, &chunk)?,
+                };
+            }
+            buf.drain(..end);
+            progress.update(self.out.events.len(), self.out.operations.len());
+            if eof {
+                return Ok(());
+            }
         }
     }
+
+    /// Parses the lines of a chunk in parallel with `parse` (given the line's text, its
+    /// source, and whether it is a last line cut short), then hands each result, in line
+    /// order, to `keep`, which returns the line's problems; each is recorded as a bad line.
+    /// Returns the number of the chunk's next line.
+    fn chunk_lines<'b, T: Send>(
+        &mut self,
+        file: File,
+        chunk: &Chunk<'b>,
+        not_utf8: &str,
+        parse: impl Fn(&'b str, SourceRef, bool) -> Result<T, String> + Sync,
+        mut keep: impl FnMut(&mut Self, SourceRef, T) -> Vec<String>,
+    ) -> Result<u64> {
+        let lines = split_lines(chunk.bytes);
+        let last = lines.len().saturating_sub(1);
+        let truncated_tail = chunk.at_eof && chunk.bytes.last() != Some(&b'\n');
+        let source = |i: usize| SourceRef {
+            file: file.index,
+            line: u32::try_from(chunk.first_line + i as u64).unwrap_or(u32::MAX),
+        };
+        let parsed: Vec<Option<Result<T, String>>> = lines
+            .par_iter()
+            .enumerate()
+            .map(|(i, raw)| {
+                let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+                if raw.iter().all(u8::is_ascii_whitespace) {
+                    return None;
+                }
+                let Ok(text) = std::str::from_utf8(raw) else {
+                    return Some(Err(not_utf8.to_string()));
+                };
+                Some(parse(text, source(i), truncated_tail && i == last))
+            })
+            .collect();
+        for (i, result) in parsed.into_iter().enumerate() {
+            let Some(result) = result else { continue };
+            self.out.lines_read += 1;
+            let problems = match result {
+                Ok(value) => keep(self, source(i), value),
+                Err(message) => vec![message],
+            };
+            for message in problems {
+                self.bad_line(file, chunk.first_line + i as u64, message)?;
+            }
+        }
+        Ok(chunk.first_line + lines.len() as u64)
+    }
+
+    /// JSON Lines or logfmt: one event per line.
+    fn event_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
+        let hops = self.hops;
+        self.chunk_lines(
+            file,
+            chunk,
+            "not valid UTF-8: attempt events must be UTF-8 text",
+            |text, _, unterminated| {
+                let fields = match format {
+                    InputFormat::Logfmt => logfmt::parse(text),
+                    _ => jsonl::parse(text, unterminated),
+                };
+                fields.and_then(|f| f.check(hops))
+            },
+            |reader, source, checked| {
+                reader.push(source, checked);
+                Vec::new()
+            },
+        )
+    }
+
+    /// OTLP or Zipkin: the spans of each line are kept for [`Reader::push_spans`], as the
+    /// operation and parent of a span may depend on spans later in the input.
+    fn span_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
+        let (mapping, hops) = (&self.config.spans, self.hops);
+        // Marks the input as holding spans, so that push_spans runs even if none was readable.
+        self.out.span_stats.get_or_insert_with(Default::default);
+        self.chunk_lines(
+            file,
+            chunk,
+            "not valid UTF-8: spans must be UTF-8 JSON",
+            |text, source, unterminated| {
+                let read = match format {
+                    InputFormat::Otlp => otlp::parse(text, unterminated),
+                    _ => zipkin::parse(text, unterminated),
+                };
+                read.map(|results| map_spans(results, source, mapping, hops))
+            },
+            |reader, _, mapped| {
+                let mut problems = Vec::new();
+                for m in mapped {
+                    match m {
+                        Ok((span, problem)) => {
+                            reader.spans.push(span);
+                            problems.extend(problem);
+                        }
+                        Err(message) => {
+                            reader
+                                .out
+                                .span_stats
+                                .get_or_insert_with(Default::default)
+                                .spans += 1;
+                            problems.push(message);
+                        }
+                    }
+                }
+                problems
+            },
+        )
+    }
+
+    /// Resolves every span read (operation, test run, parent: see
+    /// [`spans::resolve::resolve`]) and adds the attempts as events.
+    fn push_spans(&mut self) -> Result<()> {
+        let resolved = spans::resolve::resolve(std::mem::take(&mut self.spans), &self.config.spans);
+        self.out
+            .diagnostics
+            .bad_sources(&self.out.files, resolved.problems)?;
+        let unreadable = self.out.span_stats.as_ref().map_or(0, |s| s.spans);
+        let mut stats = resolved.stats;
+        stats.spans += unreadable;
+        self.out.span_stats = Some(stats);
+        for (source, line) in resolved.lines {
+            self.push(source, line);
+        }
+        Ok(())
+    }
+}
+
+/// A chunk of whole lines of one input.
+struct Chunk<'b> {
+    bytes: &'b [u8],
+    /// The input ends with this chunk (its last line may lack a newline).
+    at_eof: bool,
+    /// The number of the chunk's first line, from 1.
+    first_line: u64,
+}
+
+/// The spans of one line, each mapped (with a problem to report, if any) or the message of
+/// a span that could not be read.
+type MappedSpans = Vec<Result<(MappedSpan, Option<String>), String>>;
+
+fn map_spans(
+    results: spans::SpanResults,
+    source: SourceRef,
+    mapping: &SpanMapping,
+    hops: &HopOrder,
+) -> MappedSpans {
+    results
+        .into_iter()
+        .enumerate()
+        .map(|(n, r)| {
+            let index = n as u32 + 1;
+            match r {
+                Ok(span) => Ok(spans::resolve::map_span(span, index, source, mapping, hops)),
+                Err(e) => Err(format!(
+                    "{} {}",
+                    spans::resolve::label(index, e.id.as_deref()),
+                    e.message
+                )),
+            }
+        })
+        .collect()
 }
 
 /// By the first non-blank line: `[` is Zipkin (an array of spans); `{` is OTLP when the
@@ -285,211 +494,30 @@ fn split_lines(chunk: &[u8]) -> Vec<&[u8]> {
     lines
 }
 
-/// Parses OTLP or Zipkin lines in parallel and keeps their spans for [`push_spans`]: the
-/// operation and parent of a span may depend on spans later in the input.
-#[allow(clippy::too_many_arguments)]
-fn parse_span_chunk(
-    chunk: &[u8],
-    at_eof: bool,
-    first_line: u64,
-    file: u32,
-    name: &str,
-    format: InputFormat,
-    config: &InputConfig,
-    hops: &HopOrder,
-    out: &mut Ingested,
-) -> Result<u64> {
-    let lines = split_lines(chunk);
-    let last = lines.len().saturating_sub(1);
-    let truncated_tail = at_eof && chunk.last() != Some(&b'\n');
-    type Mapped = Vec<Result<(spans::MappedSpan, Option<String>), String>>;
-    let parsed: Vec<Option<Result<Mapped, String>>> = lines
-        .par_iter()
-        .enumerate()
-        .map(|(i, raw)| {
-            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-            if raw.iter().all(u8::is_ascii_whitespace) {
-                return None;
-            }
-            let Ok(text) = std::str::from_utf8(raw) else {
-                return Some(Err("not valid UTF-8: spans must be UTF-8 JSON".to_string()));
-            };
-            let unterminated = truncated_tail && i == last;
-            let read = match format {
-                InputFormat::Otlp => otlp::parse(text, unterminated),
-                _ => zipkin::parse(text, unterminated),
-            };
-            let source = SourceRef {
-                file,
-                line: u32::try_from(first_line + i as u64).unwrap_or(u32::MAX),
-            };
-            Some(read.map(|results| {
-                results
-                    .into_iter()
-                    .enumerate()
-                    .map(|(n, r)| {
-                        let index = n as u32 + 1;
-                        match r {
-                            Ok(span) => {
-                                Ok(spans::map_span(span, index, source, &config.spans, hops))
-                            }
-                            Err(e) => Err(format!(
-                                "{} {}",
-                                spans::label(index, e.id.as_deref()),
-                                e.message
-                            )),
-                        }
-                    })
-                    .collect()
-            }))
-        })
-        .collect();
-    // Marks the input as holding spans, so that push_spans runs even if none was readable.
-    out.span_stats.get_or_insert_with(Default::default);
-    for (i, result) in parsed.into_iter().enumerate() {
-        let line = first_line + i as u64;
-        let Some(result) = result else { continue };
-        out.lines_read += 1;
-        let mut problems = Vec::new();
-        match result {
-            Err(message) => problems.push(message),
-            Ok(mapped) => {
-                for m in mapped {
-                    match m {
-                        Ok((span, problem)) => {
-                            out.spans.push(span);
-                            problems.extend(problem);
-                        }
-                        Err(message) => {
-                            out.span_stats.get_or_insert_with(Default::default).spans += 1;
-                            problems.push(message);
-                        }
-                    }
-                }
-            }
-        }
-        for message in problems {
-            out.bad_line(name, line, message, config.bad_input)?;
-        }
-    }
-    Ok(first_line + lines.len() as u64)
-}
-
-/// Resolves every span read (operation, test run, parent: see [`spans::resolve`]) and adds
-/// the attempts as events.
-fn push_spans(config: &InputConfig, out: &mut Ingested) -> Result<()> {
-    let resolved = spans::resolve(std::mem::take(&mut out.spans), &config.spans);
-    let mut problems: Vec<InputIssue> = resolved
-        .problems
-        .into_iter()
-        .map(|(source, message)| InputIssue {
-            path: out.files[source.file as usize].clone(),
-            line: u64::from(source.line),
-            message,
-        })
-        .collect();
-    if config.bad_input == BadInputPolicy::Strict {
-        if let Some(first) = problems.first() {
-            bail!("{first}\n(stopped at the first bad line because of --strict)");
-        }
-    }
-    out.issues.append(&mut problems);
-    let unreadable = out.span_stats.as_ref().map_or(0, |s| s.spans);
-    let mut stats = resolved.stats;
-    stats.spans += unreadable;
-    out.span_stats = Some(stats);
-    for (source, line) in resolved.lines {
-        out.push(source, line);
-    }
-    Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn parse_chunk(
-    chunk: &[u8],
-    at_eof: bool,
-    first_line: u64,
-    file: u32,
-    name: &str,
-    format: InputFormat,
-    config: &InputConfig,
-    hops: &HopOrder,
-    out: &mut Ingested,
-) -> Result<u64> {
-    let lines = split_lines(chunk);
-    let last = lines.len().saturating_sub(1);
-    let truncated_tail = at_eof && chunk.last() != Some(&b'\n');
-    let parsed: Vec<Option<Result<CheckedLine, String>>> = lines
-        .par_iter()
-        .enumerate()
-        .map(|(i, raw)| parse_line(raw, format, hops, truncated_tail && i == last))
-        .collect();
-    for (i, result) in parsed.into_iter().enumerate() {
-        let line = first_line + i as u64;
-        let Some(result) = result else { continue };
-        out.lines_read += 1;
-        match result {
-            Ok(checked) => {
-                let source = SourceRef {
-                    file,
-                    line: u32::try_from(line).unwrap_or(u32::MAX),
-                };
-                out.push(source, checked);
-            }
-            Err(message) => out.bad_line(name, line, message, config.bad_input)?,
-        }
-    }
-    Ok(first_line + lines.len() as u64)
-}
-
-/// `None` for a blank line; otherwise the validated line or what is wrong with it.
-fn parse_line<'a>(
-    raw: &'a [u8],
-    format: InputFormat,
-    hops: &HopOrder,
-    unterminated_last: bool,
-) -> Option<Result<CheckedLine<'a>, String>> {
-    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-    if raw.iter().all(u8::is_ascii_whitespace) {
-        return None;
-    }
-    let Ok(text) = std::str::from_utf8(raw) else {
-        return Some(Err(
-            "not valid UTF-8: attempt events must be UTF-8 text".into()
-        ));
-    };
-    let fields = match format {
-        InputFormat::Logfmt => logfmt::parse(text),
-        _ => jsonl::parse(text, unterminated_last),
-    };
-    Some(fields.and_then(|f| f.check(hops)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::InputConfig;
 
-    fn ingest_bytes(bytes: &[u8], policy: BadInputPolicy) -> Result<Ingested> {
-        let config = InputConfig {
+    fn config(policy: BadInputPolicy) -> InputConfig {
+        InputConfig {
             paths: vec![],
             format: InputFormat::Auto,
             bad_input: policy,
             progress: false,
-            spans: crate::config::SpanMapping::new(&HopOrder::default(), vec![false; 4]),
-        };
-        let mut out = Ingested::default();
-        out.files.push("mem".into());
-        read_one(
+            spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
+        }
+    }
+
+    fn ingest_bytes(bytes: &[u8], policy: BadInputPolicy) -> Result<Ingested> {
+        let (config, hops) = (config(policy), HopOrder::default());
+        let mut reader = Reader::new(&config, &hops);
+        let file = reader.add_file("mem");
+        reader.read_lines(
             Box::new(std::io::Cursor::new(bytes.to_vec())),
-            0,
-            "mem",
-            &config,
-            &HopOrder::default(),
+            file,
             &mut Progress::hidden(),
-            &mut out,
         )?;
-        Ok(out)
+        reader.finish()
     }
 
     #[test]
@@ -498,12 +526,12 @@ mod tests {
         let got = ingest_bytes(text, BadInputPolicy::Report).unwrap();
         assert_eq!(got.events.len(), 2);
         assert_eq!(got.events[1].source.line, 3);
-        assert_eq!(got.issues.len(), 1);
-        assert_eq!(got.issues[0].line, 4);
+        assert_eq!(got.diagnostics.issues().len(), 1);
+        assert_eq!(got.diagnostics.issues()[0].line, 4);
         assert!(
-            got.issues[0].message.contains("truncated"),
+            got.diagnostics.issues()[0].message.contains("truncated"),
             "{}",
-            got.issues[0].message
+            got.diagnostics.issues()[0].message
         );
     }
 
@@ -548,6 +576,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got.events.len(), 1);
-        assert!(got.issues.is_empty());
+        assert!(got.diagnostics.issues().is_empty());
     }
 }

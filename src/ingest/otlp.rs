@@ -21,10 +21,10 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::spans::mapping::SpanKind;
 use super::spans::{
     hex_id, nanos_to_ms, AttrList, AttrValue, Link, Span, SpanError, SpanResults, SpanStatus,
 };
-use crate::config::SpanKind;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

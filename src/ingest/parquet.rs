@@ -29,8 +29,7 @@ use polars::prelude::{Column, DataFrame, DataType, ParquetReader, SerReader, Ser
 use super::fields::{RawFields, Scalar};
 use super::progress::{ByteCounter, Progress};
 use super::source::{Input, ParquetData};
-use super::{Ingested, InputIssue};
-use crate::config::{BadInputPolicy, HopOrder, InputConfig};
+use super::{File, Reader};
 use crate::model::SourceRef;
 
 /// Rows decoded at a time: enough to amortise the per-slice overhead of polars, few enough
@@ -78,37 +77,32 @@ struct Wanted {
     slot: Slot,
 }
 
-/// Reads one Parquet input into `out`.
+/// Reads one Parquet input, the `file`th.
 pub(super) fn read(
     data: ParquetData,
     input: &Input,
     file: u32,
-    config: &InputConfig,
-    hops: &HopOrder,
+    reader: &mut Reader,
     progress: &mut Progress,
-    out: &mut Ingested,
 ) -> Result<()> {
     let reading = Reading {
         size: input.size,
         counter: progress.counter(),
-        file,
-        name: &input.name,
-        config,
-        hops,
+        file: File {
+            index: file,
+            name: &input.name,
+        },
     };
     match data {
-        ParquetData::File(mut f) => reading.run(&mut f, progress, out),
-        ParquetData::Memory(mut m) => reading.run(&mut m, progress, out),
+        ParquetData::File(mut f) => reading.run(&mut f, progress, reader),
+        ParquetData::Memory(mut m) => reading.run(&mut m, progress, reader),
     }
 }
 
 struct Reading<'c> {
     size: Option<u64>,
     counter: ByteCounter,
-    file: u32,
-    name: &'c str,
-    config: &'c InputConfig,
-    hops: &'c HopOrder,
+    file: File<'c>,
 }
 
 impl Reading<'_> {
@@ -116,7 +110,7 @@ impl Reading<'_> {
         &self,
         data: &mut R,
         progress: &mut Progress,
-        out: &mut Ingested,
+        out: &mut Reader,
     ) -> Result<()> {
         let mut reader = ParquetReader::new(&mut *data);
         let schema = reader.schema().context("not a readable Parquet file")?;
@@ -158,7 +152,7 @@ impl Reading<'_> {
                 self.counter.add(done - bytes_counted);
                 bytes_counted = done;
             }
-            progress.update(out.events.len(), out.operations.len());
+            progress.update(out.out.events.len(), out.out.operations.len());
         }
         Ok(())
     }
@@ -169,7 +163,7 @@ impl Reading<'_> {
         frame: &DataFrame,
         present: &[Wanted],
         first: usize,
-        out: &mut Ingested,
+        out: &mut Reader,
     ) -> Result<()> {
         let columns: Vec<(Series, Wanted)> = present
             .iter()
@@ -198,33 +192,23 @@ impl Reading<'_> {
                 *slot = Some(value);
             }
             let line = (first + i + 1) as u64;
-            out.lines_read += 1;
+            out.out.lines_read += 1;
             let checked = match duplicate {
                 // As JSON Lines says of two spellings of one key on a line.
                 Some(key) => Err(format!(
                     "duplicate field `{key}`: two of its spellings hold a value in this row"
                 )),
-                None => fields.check(self.hops),
+                None => fields.check(out.hops),
             };
             match checked {
                 Ok(checked) => {
                     let source = SourceRef {
-                        file: self.file,
+                        file: self.file.index,
                         line: u32::try_from(line).unwrap_or(u32::MAX),
                     };
                     out.push(source, checked);
                 }
-                Err(message) => {
-                    let issue = InputIssue {
-                        path: self.name.to_string(),
-                        line,
-                        message,
-                    };
-                    if self.config.bad_input == BadInputPolicy::Strict {
-                        bail!("{issue}\n(stopped at the first bad line because of --strict)");
-                    }
-                    out.issues.push(issue);
-                }
+                Err(message) => out.bad_line(self.file, line, message)?,
             }
         }
         Ok(())
@@ -272,7 +256,10 @@ fn scalars(series: &Series) -> Result<Cells<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::InputFormat;
+    use crate::diagnostics::BadInputPolicy;
+    use crate::ingest::spans::mapping::SpanMapping;
+    use crate::ingest::{Ingested, InputConfig, InputFormat};
+    use crate::rules::HopOrder;
     use polars::prelude::{df, IntoColumn, IntoSeries, NamedFrom, ParquetWriter};
     use std::io::Cursor;
 
@@ -282,10 +269,7 @@ mod tests {
             format: InputFormat::Auto,
             bad_input,
             progress: false,
-            spans: crate::config::SpanMapping::new(
-                &crate::config::HopOrder::default(),
-                vec![false; 4],
-            ),
+            spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
         }
     }
 
@@ -297,18 +281,17 @@ mod tests {
 
     fn ingest(frame: DataFrame, policy: BadInputPolicy) -> Result<Ingested> {
         let bytes = parquet_bytes(frame);
-        let mut out = Ingested::default();
-        out.files.push("mem.parquet".into());
+        let (config, hops) = (config(policy), HopOrder::default());
+        let mut reader = Reader::new(&config, &hops);
+        let file = reader.add_file("mem.parquet");
         read(
             ParquetData::Memory(Cursor::new(bytes)),
             &Input::named("mem.parquet"),
-            0,
-            &config(policy),
-            &HopOrder::default(),
+            file,
+            &mut reader,
             &mut Progress::hidden(),
-            &mut out,
         )?;
-        Ok(out)
+        reader.finish()
     }
 
     #[test]
@@ -325,7 +308,11 @@ mod tests {
         )
         .unwrap();
         let got = ingest(frame, BadInputPolicy::Report).unwrap();
-        assert!(got.issues.is_empty(), "{:?}", got.issues);
+        assert!(
+            got.diagnostics.issues().is_empty(),
+            "{:?}",
+            got.diagnostics.issues()
+        );
         assert_eq!(got.lines_read, 2);
         assert_eq!(got.events.len(), 2);
         assert_eq!(got.events[1].attempt(), Some(2));
@@ -341,7 +328,12 @@ mod tests {
         )
         .unwrap();
         let got = ingest(frame, BadInputPolicy::Report).unwrap();
-        let issues: Vec<String> = got.issues.iter().map(|i| i.to_string()).collect();
+        let issues: Vec<String> = got
+            .diagnostics
+            .issues()
+            .iter()
+            .map(|i| i.to_string())
+            .collect();
         assert_eq!(issues.len(), 2, "{issues:?}");
         assert!(
             issues[0].starts_with("mem.parquet:2: missing operation_id"),
@@ -370,14 +362,14 @@ mod tests {
         .unwrap();
         let got = ingest(frame, BadInputPolicy::Report).unwrap();
         assert_eq!(got.events.len(), 2);
-        assert_eq!(got.issues.len(), 1);
-        assert_eq!(got.issues[0].line, 3);
+        assert_eq!(got.diagnostics.issues().len(), 1);
+        assert_eq!(got.diagnostics.issues()[0].line, 3);
         assert!(
-            got.issues[0]
+            got.diagnostics.issues()[0]
                 .message
                 .starts_with("duplicate field `operation_id`"),
             "{}",
-            got.issues[0].message
+            got.diagnostics.issues()[0].message
         );
     }
 

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::progress::{ByteCounter, Counting};
-use crate::config::InputPath;
+use super::InputPath;
 
 /// The longest magic number we look for.
 const MAGIC_LEN: usize = 4;

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::spans::mapping::SpanKind;
 use super::spans::{hex_id, AttrList, AttrValue, Span, SpanError, SpanResults, SpanStatus};
-use crate::config::SpanKind;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]

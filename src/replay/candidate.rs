@@ -31,8 +31,8 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-use crate::config::HopOrder;
 use crate::model::{Millis, Outcome};
+use crate::rules::HopOrder;
 
 /// A valid candidate, shown in every candidate error so the fix is one copy away.
 pub const EXAMPLE: &str = r#"deadline_ms = 2000

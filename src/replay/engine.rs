@@ -630,11 +630,11 @@ pub fn key_hash(test_run_id: Option<&str>, operation_id: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{HopOrder, Rules};
     use crate::group::build_tree;
     use crate::model::{Outcome, SourceRef};
     use crate::normalize::canonical_attempt_order;
     use crate::replay::candidate::{parse, Backoff};
+    use crate::rules::{HopOrder, Rules};
 
     /// An attempt at `hop` (caller 0, gateway 1, dependency 3) from `start` to `finish`.
     fn attempt(hop: u16, start: Millis, finish: Millis, outcome: Outcome) -> Attempt {

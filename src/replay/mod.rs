@@ -10,12 +10,13 @@ pub mod engine;
 
 use rayon::prelude::*;
 
-use crate::analysis::{trace_end, ByOperation};
-use crate::config::Rules;
+use crate::analysis::trace_end;
 use crate::group::build_tree;
 use crate::ingest::Ingested;
 use crate::model::{Attempt, Millis};
+use crate::normalize::ByOperation;
 use crate::normalize::{canonical_attempt_order, normalize_operation};
+use crate::rules::Rules;
 
 pub use candidate::Candidate;
 

@@ -16,9 +16,10 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use super::layout::{count, counted, funnel_text, gate_section, percent, Section};
+use super::OutputFormat;
 use crate::analysis::Analysis;
 use crate::compare::{loaded_hop, Comparison, Kind};
-use crate::config::{OutputFormat, Rules};
+use crate::rules::Rules;
 
 /// Operation IDs a report's table shows per outcome change (the JSON lists more).
 const OPERATIONS_SHOWN: usize = 3;

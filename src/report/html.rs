@@ -10,6 +10,7 @@ use super::layout::{count, counted, funnel_text, headline, millis, percent, sect
 use super::show::{class_reason, epoch_text, finding_text};
 use crate::classify::{Class, Role};
 use crate::compare::{Comparison, Kind};
+use crate::gate::GateReport;
 use crate::summary::{OperationRecord, Summary};
 use crate::timeline::{nice_step, AttemptsOverTime, OperationTimeline, OutcomeKind};
 
@@ -160,7 +161,7 @@ fn kind_css(kind: OutcomeKind) -> String {
     format!("k-{}", kind.name())
 }
 
-pub fn render(s: &Summary) -> String {
+pub fn render(s: &Summary, gate: Option<&GateReport>) -> String {
     let mut out = String::with_capacity(64 * 1024);
     out.push_str("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
@@ -174,7 +175,7 @@ pub fn render(s: &Summary) -> String {
     classes(&mut out, s);
     over_time(&mut out, s);
     timelines(&mut out, s);
-    tables(&mut out, s);
+    tables(&mut out, s, gate);
     out.push_str(&format!(
         "<footer>Made by attempt-funnel {} (summary schema {}) from {}. This page is self-contained: it loads nothing and runs no script. Every number on it is in <code>--format json</code>.</footer>\n</body>\n</html>\n",
         env!("CARGO_PKG_VERSION"),
@@ -896,9 +897,9 @@ fn timeline(out: &mut String, n: usize, t: &OperationTimeline, record: Option<&O
     out.push_str("</figure>\n");
 }
 
-fn tables(out: &mut String, s: &Summary) {
+fn tables(out: &mut String, s: &Summary, gate: Option<&GateReport>) {
     out.push_str("<section id=\"tables\">\n<h2>Details</h2>\n");
-    draw_sections(out, &sections(s), s.timelines.len());
+    draw_sections(out, &sections(s, gate), s.timelines.len());
     out.push_str("</section>\n");
 }
 

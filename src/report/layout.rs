@@ -1,6 +1,7 @@
 //! The shared layout of the human-readable reports: the summary as titled sections of
 //! cells. The terminal table and Markdown differ only in how they draw these.
 
+use crate::gate::GateReport;
 use crate::summary::{OperationRecord, Summary};
 
 /// One titled block of a report: a table, or lines of text when `headers` is empty.
@@ -111,7 +112,7 @@ pub fn headline(s: &Summary) -> String {
 }
 
 /// The gate's verdict and one row per threshold.
-pub(super) fn gate_section(gate: &crate::gate::GateReport) -> Section {
+pub(super) fn gate_section(gate: &GateReport) -> Section {
     let verdict = match (gate.passed, gate.report_only) {
         (true, _) => "passed",
         (false, false) => "FAILED",
@@ -135,10 +136,11 @@ pub(super) fn gate_section(gate: &crate::gate::GateReport) -> Section {
     )
 }
 
-/// All sections of the summary, in reading order.
-pub fn sections(s: &Summary) -> Vec<Section> {
+/// All sections of the summary, in reading order: the gate's verdict first, when there is
+/// one.
+pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     let mut out = Vec::new();
-    if let Some(gate) = &s.gate {
+    if let Some(gate) = gate {
         out.push(gate_section(gate));
     }
     let present: Vec<_> = s.hops.iter().filter(|h| h.attempts > 0).collect();

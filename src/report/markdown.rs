@@ -4,14 +4,15 @@
 //! escaped, so that no operation ID or hop name turns into markup or a link.
 
 use super::layout::{headline, sections, Section};
+use crate::gate::GateReport;
 use crate::summary::Summary;
 
-pub fn render(summary: &Summary) -> String {
+pub fn render(summary: &Summary, gate: Option<&GateReport>) -> String {
     draw(
         "attempt-funnel report",
         &headline(summary),
         &summary.input.files,
-        &sections(summary),
+        &sections(summary, gate),
     )
 }
 

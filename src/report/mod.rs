@@ -10,29 +10,57 @@ mod rows;
 mod show;
 mod table;
 
+use serde::Serialize;
+
 use crate::analysis::Analysis;
-use crate::config::{OutputFormat, Rules};
+use crate::gate::GateReport;
+use crate::rules::Rules;
 use crate::summary::{OperationView, Summary};
 
-/// Renders the report of an analysis.
+/// The output formats of `analyze`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    Table,
+    Json,
+    Jsonl,
+    Csv,
+    Markdown,
+    /// The per-operation rows as a Parquet file (binary: only to `--output FILE`).
+    Parquet,
+    Html,
+}
+
+/// The JSON document: the summary's fields, then the gate's verdict when conditions were
+/// given (`--format json`).
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    #[serde(flatten)]
+    summary: &'a Summary,
+    /// The CI gate's verdict; absent when no condition was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gate: Option<&'a GateReport>,
+}
+
+/// Renders the report of an analysis, with the gate's verdict when there is one.
 pub fn render(
     format: OutputFormat,
     summary: &Summary,
+    gate: Option<&GateReport>,
     analysis: &Analysis,
     rules: &Rules,
 ) -> anyhow::Result<Vec<u8>> {
     Ok(match format {
-        OutputFormat::Table => table::render(summary).into_bytes(),
+        OutputFormat::Table => table::render(summary, gate).into_bytes(),
         OutputFormat::Json => {
-            let mut out = serde_json::to_vec_pretty(summary)?;
+            let mut out = serde_json::to_vec_pretty(&JsonReport { summary, gate })?;
             out.push(b'\n');
             out
         }
         OutputFormat::Jsonl => rows::jsonl(analysis, &rules.hops)?,
         OutputFormat::Csv => rows::csv(analysis, &rules.hops)?,
-        OutputFormat::Markdown => markdown::render(summary).into_bytes(),
+        OutputFormat::Markdown => markdown::render(summary, gate).into_bytes(),
         OutputFormat::Parquet => rows::parquet(analysis, &rules.hops)?,
-        OutputFormat::Html => html::render(summary).into_bytes(),
+        OutputFormat::Html => html::render(summary, gate).into_bytes(),
     })
 }
 

@@ -4,7 +4,7 @@
 use polars::prelude::*;
 
 use crate::analysis::Analysis;
-use crate::config::HopOrder;
+use crate::rules::HopOrder;
 use crate::summary::OperationRecord;
 
 pub fn records<'a>(

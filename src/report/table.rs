@@ -4,10 +4,11 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 
 use super::layout::{headline, sections, Section};
+use crate::gate::GateReport;
 use crate::summary::Summary;
 
-pub fn render(summary: &Summary) -> String {
-    draw(&headline(summary), &sections(summary))
+pub fn render(summary: &Summary, gate: Option<&GateReport>) -> String {
+    draw(&headline(summary), &sections(summary, gate))
 }
 
 /// A headline and sections as terminal tables (the comparison report draws its own).

@@ -1,0 +1,197 @@
+//! Bad input: the one place that records bad lines (`path:line: what is wrong`) for every
+//! reader and stage, applies the policy the user chose for them (report, `--strict`,
+//! `--skip-invalid`), and prints them at the end of the run. Readers and stages only say
+//! what is wrong and where; whether that stops the run is decided here.
+
+use anyhow::{bail, Result};
+
+use crate::exit_codes;
+use crate::model::SourceRef;
+
+/// Bad lines printed one by one before the rest are only counted.
+const ISSUES_SHOWN: usize = 10;
+
+/// What to do with a bad input line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadInputPolicy {
+    /// Report each, go on with the good lines, exit 2 at the end.
+    Report,
+    /// Stop at the first bad line.
+    Strict,
+    /// Report the count, keep the analysis exit code.
+    Skip,
+}
+
+/// A bad input line, as `path:line: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputIssue {
+    pub path: String,
+    pub line: u64,
+    pub message: String,
+}
+
+impl std::fmt::Display for InputIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.path, self.line, self.message)
+    }
+}
+
+/// The bad lines of one run, in the order they were found, and the policy for them.
+#[derive(Debug)]
+pub struct Diagnostics {
+    policy: BadInputPolicy,
+    issues: Vec<InputIssue>,
+}
+
+impl Diagnostics {
+    pub fn new(policy: BadInputPolicy) -> Diagnostics {
+        Diagnostics {
+            policy,
+            issues: Vec::new(),
+        }
+    }
+
+    /// Records a bad line; under `--strict` it stops the run.
+    pub fn bad_line(&mut self, path: &str, line: u64, message: String) -> Result<()> {
+        self.record(InputIssue {
+            path: path.to_string(),
+            line,
+            message,
+        })
+    }
+
+    /// Records problems found once lines were read (a span whose operation cannot be
+    /// found, a finish without a start), in the order given; `files` names each
+    /// [`SourceRef::file`].
+    pub fn bad_sources(
+        &mut self,
+        files: &[String],
+        problems: Vec<(SourceRef, String)>,
+    ) -> Result<()> {
+        let issues = problems
+            .into_iter()
+            .map(|(source, message)| InputIssue {
+                path: files[source.file as usize].clone(),
+                line: u64::from(source.line),
+                message,
+            })
+            .collect();
+        self.record_all(issues)
+    }
+
+    /// As [`Diagnostics::bad_sources`], sorted by file name and line first: the problems
+    /// of operations analysed in parallel arrive in no useful order.
+    pub fn bad_sources_in_file_order(
+        &mut self,
+        files: &[String],
+        mut problems: Vec<(SourceRef, String)>,
+    ) -> Result<()> {
+        problems.sort_by(|(a, _), (b, _)| {
+            (files[a.file as usize].as_str(), a.line)
+                .cmp(&(files[b.file as usize].as_str(), b.line))
+        });
+        self.bad_sources(files, problems)
+    }
+
+    fn record_all(&mut self, issues: Vec<InputIssue>) -> Result<()> {
+        for issue in issues {
+            self.record(issue)?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, issue: InputIssue) -> Result<()> {
+        if self.policy == BadInputPolicy::Strict {
+            bail!("{issue}\n(stopped at the first bad line because of --strict)");
+        }
+        self.issues.push(issue);
+        Ok(())
+    }
+
+    /// The bad lines recorded so far.
+    pub fn issues(&self) -> &[InputIssue] {
+        &self.issues
+    }
+
+    /// Prints the bad lines to stderr and returns the exit code they call for.
+    pub fn report(&self) -> i32 {
+        let issues = &self.issues;
+        if issues.is_empty() {
+            return exit_codes::SUCCESS;
+        }
+        if self.policy == BadInputPolicy::Skip {
+            eprintln!(
+                "attempt-funnel: skipped {} bad input lines (--skip-invalid)",
+                issues.len()
+            );
+            return exit_codes::SUCCESS;
+        }
+        for issue in issues.iter().take(ISSUES_SHOWN) {
+            eprintln!("{issue}");
+        }
+        if issues.len() > ISSUES_SHOWN {
+            eprintln!("… and {} more bad lines", issues.len() - ISSUES_SHOWN);
+        }
+        eprintln!(
+            "attempt-funnel: {} bad input lines; the report covers the good lines only (fix them, or pass --skip-invalid to accept this)",
+            issues.len()
+        );
+        exit_codes::ERROR
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(file: u32, line: u32) -> (SourceRef, String) {
+        (
+            SourceRef { file, line },
+            format!("problem at {file}:{line}"),
+        )
+    }
+
+    #[test]
+    fn strict_stops_at_the_first_bad_line_and_names_it() {
+        let mut d = Diagnostics::new(BadInputPolicy::Strict);
+        let err = d.bad_line("a.jsonl", 7, "missing operation_id".into());
+        let text = format!("{:#}", err.unwrap_err());
+        assert!(
+            text.starts_with("a.jsonl:7: missing operation_id\n"),
+            "{text}"
+        );
+        assert!(text.contains("--strict"), "{text}");
+        assert!(d.issues().is_empty());
+    }
+
+    #[test]
+    fn problems_found_later_are_recorded_in_file_and_line_order() {
+        let files = vec!["b".to_string(), "a".to_string()];
+        let mut d = Diagnostics::new(BadInputPolicy::Report);
+        d.bad_sources_in_file_order(&files, vec![source(0, 1), source(1, 9), source(1, 2)])
+            .unwrap();
+        let order: Vec<String> = d
+            .issues()
+            .iter()
+            .map(|i| format!("{}:{}", i.path, i.line))
+            .collect();
+        assert_eq!(order, ["a:2", "a:9", "b:1"]);
+    }
+
+    #[test]
+    fn the_exit_code_follows_the_policy() {
+        for (policy, code) in [
+            (BadInputPolicy::Report, exit_codes::ERROR),
+            (BadInputPolicy::Skip, exit_codes::SUCCESS),
+        ] {
+            let mut d = Diagnostics::new(policy);
+            assert_eq!(
+                d.report(),
+                exit_codes::SUCCESS,
+                "{policy:?} without bad lines"
+            );
+            d.bad_line("a", 1, "bad".into()).unwrap();
+            assert_eq!(d.report(), code, "{policy:?}");
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! Gate: failure conditions on the summary (docs/ci.md). Evaluates each [`Condition`] (the
+//! grammar is [`condition`]'s) against the computed summary and names the operations that
+//! breach it, so a CI log alone is enough to start the investigation; writes the verdict
+//! as log lines and JUnit XML. The verdict is returned beside the summary, never inside it.
+
+pub mod condition;
+
+use serde::Serialize;
+
+use crate::analysis::{Analysis, OperationResult};
+use crate::classify::FindingKind;
+use crate::rules::HopOrder;
+use crate::summary::{display_operation_key, Summary};
+use condition::{Condition, Metric, Origin};
+
+/// Operation IDs listed per breached threshold before the rest are only counted.
+pub const OPERATIONS_LISTED: usize = 5;
+
+/// The result of one condition.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ThresholdResult {
+    /// The condition as written.
+    pub condition: String,
+    pub origin: Origin,
+    /// The measured value, in the unit of the limit (a fraction for shares).
+    pub measured: f64,
+    pub limit: f64,
+    /// `operations`, `share`, `ratio` or `count`.
+    pub unit: &'static str,
+    /// The hop a per-hop metric was measured at (its worst hop without `@HOP`).
+    pub hop: Option<String>,
+    pub breached: bool,
+    /// Operations behind the breach (0 when not breached).
+    pub operations: u64,
+    /// The first of them, sorted.
+    pub operation_ids: Vec<String>,
+}
+
+impl ThresholdResult {
+    /// `measured 22, limit 0`; `measured 6.00%, limit 1.00%`; `measured 1.968 at dependency,
+    /// limit 1.500`
+    pub fn describe(&self) -> String {
+        let value = |v: f64| match self.unit {
+            "share" => format!("{:.2}%", v * 100.0),
+            "operations" | "count" => format!("{v}"),
+            _ => format!("{v:.3}"),
+        };
+        let at = self
+            .hop
+            .as_deref()
+            .map_or(String::new(), |h| format!(" at {h}"));
+        format!(
+            "measured {}{at}, limit {}",
+            value(self.measured),
+            value(self.limit)
+        )
+    }
+
+    /// `run-3/op-1, run-3/op-2 and 17 more`
+    pub fn operations_text(&self) -> String {
+        let listed = self.operation_ids.join(", ");
+        let rest = self
+            .operations
+            .saturating_sub(self.operation_ids.len() as u64);
+        if rest > 0 {
+            format!("{listed} and {rest} more")
+        } else {
+            listed
+        }
+    }
+}
+
+/// The gate's verdict over all conditions.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GateReport {
+    /// No condition breached.
+    pub passed: bool,
+    /// Breaches are reported but do not fail the run (`--report-only`).
+    pub report_only: bool,
+    pub thresholds: Vec<ThresholdResult>,
+}
+
+/// Evaluates every condition against the summary.
+pub fn evaluate(
+    conditions: &[Condition],
+    summary: &Summary,
+    analysis: &Analysis,
+    hops: &HopOrder,
+    report_only: bool,
+) -> GateReport {
+    let thresholds: Vec<ThresholdResult> = conditions
+        .iter()
+        .map(|c| evaluate_one(c, summary, analysis, hops))
+        .collect();
+    GateReport {
+        passed: thresholds.iter().all(|t| !t.breached),
+        report_only,
+        thresholds,
+    }
+}
+
+fn evaluate_one(
+    c: &Condition,
+    summary: &Summary,
+    analysis: &Analysis,
+    hops: &HopOrder,
+) -> ThresholdResult {
+    let ops_total = summary.operations;
+    let mut hop_name = None;
+    let (measured, unit) = match c.metric {
+        Metric::Class(class) => {
+            let n = summary
+                .classes
+                .iter()
+                .find(|s| s.class == class)
+                .map_or(0, |s| s.operations);
+            share_or_count(n, ops_total, c.share)
+        }
+        Metric::Finding { .. } => {
+            let n = analysis
+                .operations
+                .iter()
+                .filter(|o| has_finding(o, c.metric))
+                .count() as u64;
+            share_or_count(n, ops_total, c.share)
+        }
+        Metric::Amplification { hop } | Metric::RetryRatio { hop } => {
+            let value_at = |h: usize| {
+                let s = &summary.hops[h];
+                match c.metric {
+                    Metric::Amplification { .. } => Some(s.amplification),
+                    _ => s.retry_ratio,
+                }
+            };
+            let candidates: Vec<(usize, f64)> = match hop {
+                Some(h) => value_at(h as usize)
+                    .map(|v| (h as usize, v))
+                    .into_iter()
+                    .collect(),
+                None => (0..summary.hops.len())
+                    .filter(|&h| summary.hops[h].attempts > 0)
+                    .filter_map(|h| value_at(h).map(|v| (h, v)))
+                    .collect(),
+            };
+            let worst = if c.cmp.fails_high() {
+                candidates.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))
+            } else {
+                candidates.into_iter().min_by(|a, b| a.1.total_cmp(&b.1))
+            };
+            let (h, v) = worst.unwrap_or((hop.map_or(0, usize::from), 0.0));
+            hop_name = Some(hops.name(h as u16).to_string());
+            (v, "ratio")
+        }
+        Metric::Bursts => (summary.bursts.count as f64, "count"),
+        Metric::UnfinishedAttempts => (summary.unfinished_attempts as f64, "count"),
+        Metric::OrphanAttempts => (summary.orphan_attempts as f64, "count"),
+        Metric::DuplicateEffects => (summary.duplicate_effects as f64, "count"),
+    };
+    let breached = c.cmp.holds(measured, c.limit);
+    let mut culprits: Vec<&OperationResult> = if breached {
+        let hop_index = hop_name.as_deref().and_then(|h| hops.index_of(h));
+        analysis
+            .operations
+            .iter()
+            .filter(|o| breaches(o, c, hop_index))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    culprits.sort_by(|a, b| {
+        b.total_attempts()
+            .cmp(&a.total_attempts())
+            .then(a.key.cmp(&b.key))
+    });
+    ThresholdResult {
+        condition: c.text.clone(),
+        origin: c.origin,
+        measured,
+        limit: c.limit,
+        unit,
+        hop: hop_name,
+        breached,
+        operations: culprits.len() as u64,
+        operation_ids: culprits
+            .iter()
+            .take(OPERATIONS_LISTED)
+            .map(|o| display_operation_key(&o.key))
+            .collect(),
+    }
+}
+
+fn share_or_count(n: u64, total: u64, share: bool) -> (f64, &'static str) {
+    if share {
+        (
+            if total == 0 {
+                0.0
+            } else {
+                n as f64 / total as f64
+            },
+            "share",
+        )
+    } else {
+        (n as f64, "operations")
+    }
+}
+
+fn has_finding(o: &OperationResult, metric: Metric) -> bool {
+    let Metric::Finding { kind, hop } = metric else {
+        return false;
+    };
+    o.findings
+        .iter()
+        .any(|f| f.kind == kind && hop.is_none_or(|h| h == f.hop))
+}
+
+fn has_kind(o: &OperationResult, kind: FindingKind, hop: Option<u16>) -> bool {
+    has_finding(o, Metric::Finding { kind, hop })
+}
+
+/// Whether an operation is one that makes the condition breach.
+fn breaches(o: &OperationResult, c: &Condition, hop: Option<u16>) -> bool {
+    match c.metric {
+        // A floor on a class (`healthy < 95%`) is breached by the operations outside it.
+        Metric::Class(class) => (o.class == class) == c.cmp.fails_high(),
+        Metric::Finding { .. } => has_finding(o, c.metric) == c.cmp.fails_high(),
+        // The other metrics are sums over operations: the operations that add to them are
+        // behind a ceiling's breach; a floor (`<`, `<=`) is breached by what is missing, and
+        // no operation is to blame.
+        _ if !c.cmp.fails_high() => false,
+        Metric::Amplification { .. } => hop.is_some_and(|h| o.funnel[h as usize] > 1),
+        Metric::RetryRatio { .. } => {
+            has_kind(o, FindingKind::Retries, hop) || has_kind(o, FindingKind::Redelivery, hop)
+        }
+        Metric::Bursts => has_kind(o, FindingKind::Burst, None),
+        Metric::UnfinishedAttempts => has_kind(o, FindingKind::Unfinished, None),
+        Metric::OrphanAttempts => has_kind(o, FindingKind::Orphan, None),
+        Metric::DuplicateEffects => has_kind(o, FindingKind::DuplicateEffect, None),
+    }
+}
+
+/// The JUnit XML report: one test case per threshold, failures carrying the message.
+pub fn junit_xml(report: &GateReport) -> String {
+    let failures = report.thresholds.iter().filter(|t| t.breached).count();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out += &format!(
+        "<testsuites name=\"attempt-funnel\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">\n",
+        report.thresholds.len()
+    );
+    out += &format!(
+        "  <testsuite name=\"attempt-funnel gate\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">\n",
+        report.thresholds.len()
+    );
+    for t in &report.thresholds {
+        out += &format!(
+            "    <testcase classname=\"attempt-funnel.gate\" name=\"{}\"",
+            xml_escape(&t.condition)
+        );
+        if t.breached {
+            let message = format!("{}: {}", t.condition, t.describe());
+            let mut text = message.clone();
+            if t.operations > 0 {
+                text += &format!("\noperations: {}", t.operations_text());
+            }
+            out += &format!(
+                ">\n      <failure type=\"threshold\" message=\"{}\">{}</failure>\n    </testcase>\n",
+                xml_escape(&message),
+                xml_escape(&text),
+            );
+        } else {
+            out += &format!(
+                ">\n      <system-out>{}</system-out>\n    </testcase>\n",
+                xml_escape(&t.describe())
+            );
+        }
+    }
+    out += "  </testsuite>\n</testsuites>\n";
+    out
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&apos;")
+}
+
+/// The lines printed to stderr: the verdict, then one line per threshold.
+pub fn log_lines(report: &GateReport) -> Vec<String> {
+    let breached = report.thresholds.iter().filter(|t| t.breached).count();
+    let mut lines = vec![match (report.passed, report.report_only) {
+        (true, _) => format!("attempt-funnel: gate passed: {} thresholds within limits", report.thresholds.len()),
+        (false, false) => format!("attempt-funnel: gate FAILED: {breached} of {} thresholds breached", report.thresholds.len()),
+        (false, true) => format!(
+            "attempt-funnel: gate would fail: {breached} of {} thresholds breached (--report-only: not failing)",
+            report.thresholds.len()
+        ),
+    }];
+    for t in &report.thresholds {
+        if t.breached && t.operations > 0 {
+            lines.push(format!(
+                "  BREACHED {}: {}; operations: {}",
+                t.condition,
+                t.describe(),
+                t.operations_text()
+            ));
+        } else if t.breached {
+            lines.push(format!("  BREACHED {}: {}", t.condition, t.describe()));
+        } else {
+            lines.push(format!("  ok       {}: {}", t.condition, t.describe()));
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::condition::Origin;
+
+    #[test]
+    fn a_breach_with_no_operation_to_blame_lists_none() {
+        let report = GateReport {
+            passed: false,
+            report_only: false,
+            thresholds: vec![ThresholdResult {
+                condition: "amplification@caller < 1.5".to_string(),
+                origin: Origin::Flag,
+                measured: 1.2,
+                limit: 1.5,
+                unit: "ratio",
+                hop: Some("caller".to_string()),
+                breached: true,
+                operations: 0,
+                operation_ids: vec![],
+            }],
+        };
+        assert_eq!(
+            log_lines(&report)[1],
+            "  BREACHED amplification@caller < 1.5: measured 1.200 at caller, limit 1.500"
+        );
+        assert!(!junit_xml(&report).contains("operations:"));
+    }
+}

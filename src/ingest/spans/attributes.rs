@@ -1,0 +1,399 @@
+//! The attribute mapping (docs/formats.md, "Attributes"): which span attributes hold an
+//! attempt's number, outcome, target, message and delivery, in every spelling of the
+//! semantic conventions we read.
+
+use super::{AttrValue, Span, SpanStatus};
+use crate::model::{Millis, Outcome};
+
+/// Resends of one request before this one: the attempt number is the count + 1. HTTP
+/// semconv since 1.21, its older names, and gRPC's attempt spans.
+pub const RESEND_COUNT_KEYS: [&str; 4] = [
+    "http.request.resend_count",
+    "http.resend_count",
+    "http.retry_count",
+    "previous-rpc-attempts",
+];
+/// HTTP response status, stable then legacy name.
+pub const HTTP_STATUS_KEYS: [&str; 2] = ["http.response.status_code", "http.status_code"];
+/// gRPC/RPC status: the numeric gRPC code, then the string forms of newer conventions.
+pub const RPC_STATUS_KEYS: [&str; 3] = [
+    "rpc.grpc.status_code",
+    "rpc.response.status_code",
+    "rpc.status_code",
+];
+/// The stable identity of a message.
+pub const MESSAGE_ID_KEYS: [&str; 2] = ["messaging.message.id", "messaging.message_id"];
+/// The delivery number a queue reports (Pub/Sub reports 0 without a dead-letter policy).
+pub const DELIVERY_KEYS: [&str; 2] = [
+    "messaging.gcp_pubsub.message.delivery_attempt",
+    "messaging.servicebus.message.delivery_count",
+];
+/// The HTTP method, stable then legacy.
+pub const METHOD_KEYS: [&str; 2] = ["http.request.method", "http.method"];
+/// The host addressed, stable then legacy.
+pub const ADDRESS_KEYS: [&str; 2] = ["server.address", "net.peer.name"];
+/// The path addressed: the real path before the low-cardinality route, so that calls for
+/// nine SKUs stay nine targets (fan-out) and are not mistaken for one target retried.
+pub const PATH_KEYS: [&str; 4] = ["url.path", "http.target", "http.path", "http.route"];
+/// The full URL, stable then legacy: the target when no path is given.
+pub const URL_KEYS: [&str; 2] = ["url.full", "http.url"];
+/// Where a message went.
+pub const DESTINATION_KEYS: [&str; 2] = ["messaging.destination.name", "messaging.destination"];
+/// The messaging operation (`receive` spans are polls, not deliveries).
+pub const MESSAGING_OPERATION_KEYS: [&str; 2] = ["messaging.operation.type", "messaging.operation"];
+/// A captured `Retry-After` response header.
+pub const RETRY_AFTER_KEY: &str = "http.response.header.retry-after";
+
+/// The attempt fields one span carries by itself.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AttemptFields {
+    pub attempt: Option<u32>,
+    pub outcome: Option<Outcome>,
+    pub target: Option<String>,
+    pub message_id: Option<String>,
+    pub delivery: Option<u32>,
+    pub retry_after_ms: Option<Millis>,
+}
+
+/// Maps a span's attributes onto attempt fields. `outbound` spans (client, producer) are
+/// the retrying layer's attempts: an HTTP client span without a resend count is attempt 1.
+pub fn attempt_fields(span: &Span, outbound: bool) -> Result<AttemptFields, String> {
+    let mut attempt = None;
+    for key in RESEND_COUNT_KEYS {
+        if let Some(v) = span.attr(key) {
+            match v.int() {
+                Some(n) if (0..i64::from(u32::MAX)).contains(&n) => {
+                    attempt = Some(n as u32 + 1);
+                    break;
+                }
+                _ => {
+                    return Err(format!(
+                        "{key} must be a whole number of at least 0, got {}",
+                        describe(v)
+                    ))
+                }
+            }
+        }
+    }
+    // Absent means the first attempt only where the convention that defines the count is
+    // in use (stable HTTP names, semconv 1.21+); older and Zipkin spans never carry it.
+    if attempt.is_none() && outbound && span.attr("http.request.method").is_some() {
+        attempt = Some(1);
+    }
+    let mut delivery = None;
+    for key in DELIVERY_KEYS {
+        if let Some(v) = span.attr(key) {
+            match v.int() {
+                Some(0) => {}
+                Some(n) if (1..=i64::from(u32::MAX)).contains(&n) => {
+                    delivery = Some(n as u32);
+                    break;
+                }
+                _ => {
+                    return Err(format!(
+                        "{key} must be a whole number of at least 1, got {}",
+                        describe(v)
+                    ))
+                }
+            }
+        }
+    }
+    Ok(AttemptFields {
+        attempt,
+        outcome: outcome(span),
+        target: target(span),
+        message_id: span.first_text(&MESSAGE_ID_KEYS),
+        delivery,
+        retry_after_ms: span
+            .attr(RETRY_AFTER_KEY)
+            .and_then(AttrValue::text)
+            .and_then(|t| retry_after_ms(&t)),
+    })
+}
+
+fn describe(v: &AttrValue) -> String {
+    match v {
+        AttrValue::Str(s) => format!("\"{s}\""),
+        other => other.text().unwrap_or_else(|| "a list".into()),
+    }
+}
+
+/// HTTP status first (it is the most specific), then the RPC status, then `error.type`,
+/// then the span status. An unset status with nothing else is no outcome, not `ok`.
+pub fn outcome(span: &Span) -> Option<Outcome> {
+    if let Some(code) = HTTP_STATUS_KEYS
+        .iter()
+        .find_map(|k| span.attr(k).and_then(AttrValue::int))
+    {
+        if let Some(o) = Outcome::from_status(code) {
+            return Some(o);
+        }
+    }
+    if let Some(o) = RPC_STATUS_KEYS
+        .iter()
+        .find_map(|k| span.attr(k).and_then(rpc_outcome))
+    {
+        return Some(o);
+    }
+    if let Some(kind) = span.attr("error.type").and_then(AttrValue::text) {
+        let k = kind.to_ascii_lowercase();
+        return Some(
+            if k.contains("timeout") || k.contains("timedout") || k.contains("deadline") {
+                Outcome::Timeout
+            } else if k.contains("cancel") {
+                Outcome::Cancelled
+            } else {
+                Outcome::Error
+            },
+        );
+    }
+    match span.status {
+        SpanStatus::Error => Some(Outcome::Error),
+        SpanStatus::Ok => Some(Outcome::Ok),
+        SpanStatus::Unset => None,
+    }
+}
+
+/// A gRPC status, as its number (`4`) or its name (`DEADLINE_EXCEEDED`).
+fn rpc_outcome(v: &AttrValue) -> Option<Outcome> {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    let code = match v.int() {
+        Some(n) => n,
+        None => {
+            let name = v.text()?;
+            NAMES
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(name.trim()))? as i64
+        }
+    };
+    Some(match code {
+        0 => Outcome::Ok,
+        1 => Outcome::Cancelled,
+        4 => Outcome::Timeout,
+        8 => Outcome::Rejected,
+        2..=16 => Outcome::Error,
+        _ => return None,
+    })
+}
+
+/// What the attempt addressed: `METHOD host/path` for HTTP, `service/method` for RPC, the
+/// destination for messaging, else the span name.
+pub fn target(span: &Span) -> Option<String> {
+    let method = span.first_text(&METHOD_KEYS);
+    let address = span.first_text(&ADDRESS_KEYS);
+    let path = span
+        .first_text(&PATH_KEYS)
+        .map(|p| strip_query(&p).to_string());
+    let where_ = match (address, path) {
+        (Some(a), Some(p)) => Some(format!("{a}{p}")),
+        (None, Some(p)) => Some(p),
+        (address, None) => span
+            .first_text(&URL_KEYS)
+            .map(|u| strip_query(u.split_once("://").map_or(&u, |(_, rest)| rest)).to_string())
+            .or(address),
+    };
+    if let Some(w) = where_ {
+        return Some(match method {
+            Some(m) => format!("{m} {w}"),
+            None => w,
+        });
+    }
+    if let Some(m) = span.attr("rpc.method").and_then(AttrValue::text) {
+        return Some(match span.attr("rpc.service").and_then(AttrValue::text) {
+            Some(s) if !m.contains('/') => format!("{s}/{m}"),
+            _ => m,
+        });
+    }
+    if let Some(d) = span.first_text(&DESTINATION_KEYS) {
+        return Some(d);
+    }
+    (!span.name.is_empty()).then(|| span.name.clone())
+}
+
+fn strip_query(s: &str) -> &str {
+    s.split(['?', '#']).next().unwrap_or(s)
+}
+
+/// `Retry-After` as delay-seconds. The HTTP-date form needs the response's own clock and
+/// is not read.
+fn retry_after_ms(text: &str) -> Option<Millis> {
+    let secs: f64 = text.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then_some(secs * 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::spans::mapping::SpanKind;
+    use crate::ingest::spans::test_support::*;
+
+    #[test]
+    fn the_attribute_table_maps_each_convention() {
+        use AttrValue::Int;
+        let http = ("http.request.method", s("GET"));
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(Vec<(&str, AttrValue)>, bool, AttemptFields)> = vec![
+            // A stable HTTP client span without a resend count is the original attempt.
+            (
+                vec![
+                    http.clone(),
+                    ("server.address", s("inv")),
+                    ("url.path", s("/a")),
+                ],
+                true,
+                AttemptFields {
+                    attempt: Some(1),
+                    target: Some("GET inv/a".into()),
+                    ..Default::default()
+                },
+            ),
+            // resend_count n is attempt n + 1; the status code is the outcome.
+            (
+                vec![
+                    http.clone(),
+                    ("http.request.resend_count", Int(2)),
+                    ("http.response.status_code", Int(503)),
+                ],
+                true,
+                AttemptFields {
+                    attempt: Some(3),
+                    outcome: Some(Outcome::Http(503)),
+                    target: Some("op".into()),
+                    ..Default::default()
+                },
+            ),
+            // Legacy names; intValue as a string; the query is not part of the target.
+            (
+                vec![
+                    ("http.method", s("POST")),
+                    ("http.retry_count", s("1")),
+                    ("http.status_code", s("429")),
+                    ("http.url", s("https://pay/charges?id=7")),
+                ],
+                true,
+                AttemptFields {
+                    attempt: Some(2),
+                    outcome: Some(Outcome::Http(429)),
+                    target: Some("POST pay/charges".into()),
+                    ..Default::default()
+                },
+            ),
+            // gRPC attempt spans count previous attempts; the status name maps.
+            (
+                vec![
+                    ("previous-rpc-attempts", Int(1)),
+                    ("rpc.service", s("inventory.Stock")),
+                    ("rpc.method", s("Get")),
+                    ("rpc.grpc.status_code", Int(4)),
+                ],
+                true,
+                AttemptFields {
+                    attempt: Some(2),
+                    outcome: Some(Outcome::Timeout),
+                    target: Some("inventory.Stock/Get".into()),
+                    ..Default::default()
+                },
+            ),
+            (
+                vec![("rpc.response.status_code", s("RESOURCE_EXHAUSTED"))],
+                false,
+                AttemptFields {
+                    outcome: Some(Outcome::Rejected),
+                    target: Some("op".into()),
+                    ..Default::default()
+                },
+            ),
+            // Messaging: message ID, delivery count, destination; Pub/Sub's 0 is "unknown".
+            (
+                vec![
+                    ("messaging.message.id", s("m-1")),
+                    ("messaging.gcp_pubsub.message.delivery_attempt", Int(3)),
+                    ("messaging.destination.name", s("orders")),
+                ],
+                false,
+                AttemptFields {
+                    message_id: Some("m-1".into()),
+                    delivery: Some(3),
+                    target: Some("orders".into()),
+                    ..Default::default()
+                },
+            ),
+            (
+                vec![
+                    ("messaging.message_id", s("m-2")),
+                    ("messaging.gcp_pubsub.message.delivery_attempt", Int(0)),
+                    ("messaging.servicebus.message.delivery_count", Int(2)),
+                ],
+                false,
+                AttemptFields {
+                    message_id: Some("m-2".into()),
+                    delivery: Some(2),
+                    target: Some("op".into()),
+                    ..Default::default()
+                },
+            ),
+            // error.type names the failure; a Retry-After header becomes milliseconds.
+            (
+                vec![
+                    ("error.type", s("java.net.SocketTimeoutException")),
+                    (
+                        "http.response.header.retry-after",
+                        AttrValue::Array(vec![s("2")]),
+                    ),
+                ],
+                false,
+                AttemptFields {
+                    outcome: Some(Outcome::Timeout),
+                    target: Some("op".into()),
+                    retry_after_ms: Some(2000.0),
+                    ..Default::default()
+                },
+            ),
+        ];
+        for (attrs, outbound, expected) in cases {
+            let got = attempt_fields(&span(SpanKind::Client, "svc", &attrs), outbound).unwrap();
+            assert_eq!(got, expected, "{attrs:?}");
+        }
+    }
+
+    #[test]
+    fn span_status_is_the_outcome_of_last_resort() {
+        let mut sp = span(SpanKind::Server, "svc", &[]);
+        assert_eq!(outcome(&sp), None);
+        sp.status = SpanStatus::Error;
+        assert_eq!(outcome(&sp), Some(Outcome::Error));
+        sp.attributes
+            .push(("http.response.status_code".into(), AttrValue::Int(200)));
+        assert_eq!(outcome(&sp), Some(Outcome::Http(200)));
+    }
+
+    #[test]
+    fn a_negative_resend_count_is_an_error() {
+        let sp = span(
+            SpanKind::Client,
+            "svc",
+            &[("http.request.resend_count", AttrValue::Int(-1))],
+        );
+        assert!(attempt_fields(&sp, true)
+            .unwrap_err()
+            .contains("http.request.resend_count"));
+    }
+}

@@ -1,0 +1,155 @@
+//! The rules the analysis applies: the hop order, the attempt budgets, the hops where
+//! overlap is intended or lines are keyed by message, and the burst parameters. A leaf
+//! module: every stage reads these, and they depend on nothing but the model's units.
+
+use anyhow::{bail, Context, Result};
+
+use crate::model::Millis;
+
+/// The default hop order, upstream first (docs/input.md).
+pub const DEFAULT_HOPS: [&str; 4] = ["caller", "gateway", "consumer", "dependency"];
+
+/// Attempts allowed per line at a hop unless a budget says otherwise: one original and two
+/// retries, the common default of AWS, gRPC and Envoy retry policies.
+pub const DEFAULT_BUDGET: u32 = 3;
+
+/// Widest window that can hold a synchronized burst, in ms (`--burst-window`).
+pub const DEFAULT_BURST_WINDOW_MS: Millis = 50.0;
+
+/// Fewest distinct operations whose retries make a burst (`--burst-min-ops`).
+pub const DEFAULT_BURST_MIN_OPS: usize = 5;
+
+/// The hops in order, upstream first. Indexes into it are the `hop: u16` of every event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HopOrder {
+    names: Vec<String>,
+}
+
+impl Default for HopOrder {
+    fn default() -> Self {
+        HopOrder {
+            names: DEFAULT_HOPS.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+impl HopOrder {
+    pub fn new(names: Vec<String>) -> Result<HopOrder> {
+        if names.is_empty() {
+            bail!("--hops needs at least one hop name, e.g. --hops caller,gateway,dependency");
+        }
+        for (i, name) in names.iter().enumerate() {
+            if name.is_empty() || name.contains(char::is_whitespace) {
+                bail!("--hops: hop name {name:?} is empty or has spaces; use e.g. --hops caller,gateway,dependency");
+            }
+            if names[..i].contains(name) {
+                bail!("--hops: hop \"{name}\" is listed twice");
+            }
+        }
+        if names.len() > u16::MAX as usize {
+            bail!("--hops: too many hops");
+        }
+        Ok(HopOrder { names })
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn name(&self, index: u16) -> &str {
+        &self.names[index as usize]
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<u16> {
+        self.names.iter().position(|n| n == name).map(|i| i as u16)
+    }
+
+    /// The hop of `client-` events and of point events without a hop: `caller`, or the
+    /// first hop when the order has no caller.
+    pub fn caller_index(&self) -> u16 {
+        self.index_of("caller").unwrap_or(0)
+    }
+
+    /// The hop of `server-` events: `dependency`, or the last hop.
+    pub fn dependency_index(&self) -> u16 {
+        self.index_of("dependency")
+            .unwrap_or((self.names.len() - 1) as u16)
+    }
+}
+
+/// Parameters of the synchronized-burst rule (docs/rules.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BurstParams {
+    pub window_ms: Millis,
+    pub min_ops: usize,
+}
+
+/// Everything the classification rules depend on; one value per hop where per-hop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rules {
+    pub hops: HopOrder,
+    /// Maximum attempts per line, per hop index.
+    pub budgets: Vec<u32>,
+    /// Hops where overlapping attempts are intended (hedged reads), per hop index.
+    pub overlap_allowed: Vec<bool>,
+    /// Hops whose lines are keyed by message ID (queue consumers), per hop index.
+    pub queue_hops: Vec<bool>,
+    pub burst: BurstParams,
+}
+
+impl Rules {
+    pub fn new(hops: HopOrder) -> Rules {
+        let n = hops.len();
+        let queue_hops = hops.names().iter().map(|h| h == "consumer").collect();
+        Rules {
+            hops,
+            budgets: vec![DEFAULT_BUDGET; n],
+            overlap_allowed: vec![false; n],
+            queue_hops,
+            burst: BurstParams {
+                window_ms: DEFAULT_BURST_WINDOW_MS,
+                min_ops: DEFAULT_BURST_MIN_OPS,
+            },
+        }
+    }
+
+    /// Names of hops as a list of per-hop flags (`allow_overlap`, `queue_hops`).
+    pub fn hop_flags(&self, what: &str, names: &[String]) -> Result<Vec<bool>> {
+        let mut flags = vec![false; self.hops.len()];
+        for name in names {
+            flags[self.hop_for_flag(what, name)? as usize] = true;
+        }
+        Ok(flags)
+    }
+
+    /// Applies `HOP=N` budget settings.
+    pub fn set_budgets(&mut self, specs: &[String]) -> Result<()> {
+        for spec in specs {
+            let (hop, n) = spec.split_once('=').with_context(|| {
+                format!("--budget {spec:?}: expected HOP=N, e.g. --budget gateway=2")
+            })?;
+            let index = self.hop_for_flag("--budget", hop.trim())?;
+            let n: u32 = n
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&n| n >= 1)
+                .with_context(|| format!("--budget {spec:?}: N must be a whole number of at least 1, e.g. --budget {hop}=3"))?;
+            self.budgets[index as usize] = n;
+        }
+        Ok(())
+    }
+
+    pub fn hop_for_flag(&self, flag: &str, hop: &str) -> Result<u16> {
+        self.hops.index_of(hop).with_context(|| {
+            format!(
+                "{flag}: unknown hop \"{hop}\"; known hops are {}",
+                self.hops.names().join(", ")
+            )
+        })
+    }
+}
