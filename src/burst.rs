@@ -1,16 +1,37 @@
-//! Synchronized bursts (SPEC §3): across all operations, clusters of retries at one hop that
-//! start within one narrow window, from many operations, far more than the surrounding
-//! retry rate explains. Aligned failures retried on one fixed schedule make them; jittered
-//! retries spread out and do not.
+//! Synchronized bursts: across all operations, clusters of retries at one hop that start
+//! within one narrow window, from many operations, far more than the retry rate on either
+//! side of them explains. Aligned failures retried on one fixed schedule make them;
+//! jittered retries spread out and do not. The rule is described in docs/rules.md
+//! ("Synchronized bursts"); this module finds the bursts of one hop in O(n log n).
+
+use std::collections::HashMap;
 
 use crate::model::Millis;
 use crate::rules::BurstParams;
 
-/// Neighbouring windows on each side whose retries set the expected rate (SPEC §3).
-pub const NEIGHBOUR_WINDOWS: f64 = 10.0;
+/// Windows of width W on each side of a candidate whose median count is its background.
+/// Ten reach half a second at the default 50 ms: wide enough that a cluster's own tail
+/// or a neighbouring sub-cluster is one busy window among ten and cannot become the
+/// background by itself (the median ignores it), narrow enough to follow a changing load.
+pub const NEIGHBOUR_WINDOWS: usize = 10;
 
-/// A window's count must be this unlikely under the neighbours' Poisson rate (SPEC §3).
+/// The least background a side can have, in retries per window: without it, a window with
+/// no retries nearby would make any handful of retries infinitely unlikely.
+pub const MIN_BACKGROUND_RETRIES: f64 = 1.0;
+
+/// A window's count must be this unlikely under Poisson(background) to be a burst: with
+/// thousands of windows scanned per run, one in a million keeps chance hits rare.
 pub const BURST_P_VALUE: f64 = 1e-6;
+
+/// Resolution of the clocks in the logs: a sub-window narrower than this is this wide.
+pub const TIME_RESOLUTION_MS: Millis = 1.0;
+
+/// Most distinct start instants a candidate window is narrowed on. A window with more is
+/// narrowed on this many of them, evenly spaced (its first and last always among them), so
+/// narrowing costs the same however many retries the window holds; a burst's edge is then
+/// placed to within 1/`NARROW_INSTANTS` of the window's instants. Retry clusters of real
+/// incidents have far fewer instants per window than this, and are narrowed exactly.
+pub const NARROW_INSTANTS: usize = 48;
 
 /// One retry start, with the operation it belongs to.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,124 +50,334 @@ pub struct Burst {
     pub retries: usize,
     /// Distinct operations, sorted.
     pub ops: Vec<u32>,
-    /// Retries the neighbouring windows' rate predicts for a window.
+    /// The background of its most significant window: retries expected in one window of W.
     pub expected_retries: f64,
+    /// The probability of its most significant narrowed window, at that window's width.
     pub p_value: f64,
     /// Smallest and largest backoff delay before the burst's retries (equal: no jitter).
     pub delay_min_ms: Option<Millis>,
     pub delay_max_ms: Option<Millis>,
 }
 
+/// A significant window narrowed to its least likely sub-window: points `[from, to)`.
+#[derive(Debug, Clone, Copy)]
+struct Narrowed {
+    from: usize,
+    to: usize,
+    ln_p: f64,
+    background: f64,
+}
+
 /// Finds the bursts at one hop. `points` must be sorted by (start, op).
 ///
-/// A window `[t, t + W]` starting at a retry is a candidate when it holds retries of at
-/// least `min_ops` operations and its count is below [`BURST_P_VALUE`] under the Poisson
-/// rate of the neighbouring windows. The burst is then narrowed to the sub-window of that
-/// candidate that is least likely by chance (expected count proportional to its width), so
-/// a stray retry that happens to fall near an aligned cluster is not counted in it.
+/// Every distinct start instant `t` anchors a window `[t, t + W]`. A window holding retries
+/// of at least `min_ops` operations is significant when its retry count is below
+/// [`BURST_P_VALUE`] under Poisson(λ), λ being the busier side's background (see
+/// [`background`]). Each significant window is narrowed to its least likely sub-window that
+/// still holds `min_ops` operations ([`narrow`]), and narrowed windows that overlap or lie
+/// within W of each other make one burst.
 pub fn find_bursts(hop: u16, points: &[RetryPoint], params: BurstParams) -> Vec<Burst> {
+    let n = points.len();
     let w = params.window_ms;
+    if n < params.min_ops {
+        return Vec::new();
+    }
     let times: Vec<Millis> = points.iter().map(|p| p.start_ms).collect();
-    let mut bursts = Vec::new();
-    let mut i = 0;
-    while i < points.len() {
+    let instants = Instants::new(&times);
+    let need = first_end_with_ops(points, params.min_ops);
+    let ln_factorial = LnFactorial::up_to(n);
+    let threshold = BURST_P_VALUE.ln();
+
+    let mut narrowed: Vec<Narrowed> = Vec::new();
+    // The narrowed window reaching furthest so far: a later window inside it can only
+    // narrow to a part of it, which changes no burst, so it is not tested at all.
+    let mut reach: Option<(usize, usize)> = None;
+    let mut end = 0;
+    for (g, &i) in instants.starts.iter().enumerate() {
         let t0 = times[i];
-        let end = times.partition_point(|&t| t <= t0 + w);
-        if end - i < params.min_ops {
-            i += 1;
+        end = end.max(instants.end_of(g));
+        while end < n && times[end] <= t0 + w {
+            end += 1;
+        }
+        if need[i] > end || reach.is_some_and(|(from, to)| from <= i && end <= to) {
             continue;
         }
-        let rate_per_ms = neighbour_rate_per_ms(&times, t0, w);
-        let ln_p = ln_poisson_tail((end - i) as u64, rate_per_ms * w);
-        if ln_p >= BURST_P_VALUE.ln() {
-            i += 1;
+        let lambda = background(&times, t0, w);
+        let significant = ln_tail_below((end - i) as u64, lambda, threshold, &ln_factorial)
+            .is_some_and(|ln_p| ln_p < threshold);
+        if !significant {
             continue;
         }
-        let (from, to, ln_p) = tightest_cluster(&times[i..end], rate_per_ms);
-        let (from, to, ln_p) = match distinct_ops(&points[i + from..i + to]) >= params.min_ops {
-            true => (i + from, i + to, ln_p),
-            false => (i, end, ln_poisson_tail((end - i) as u64, rate_per_ms * w)),
+        let window = Window {
+            first_instant: g,
+            last_instant: instants.index_of_group_ending_at(end),
+            rate_per_ms: lambda / w,
+            // A sub-window is at least as wide as the clock resolution, but never wider
+            // than the window: the whole window then scores at most its own p-value.
+            min_width_ms: TIME_RESOLUTION_MS.min(w),
         };
-        let ops = {
-            let mut ops: Vec<u32> = points[from..to].iter().map(|p| p.op).collect();
-            ops.sort_unstable();
-            ops.dedup();
-            ops
-        };
-        if ops.len() < params.min_ops {
-            i += 1;
-            continue;
-        }
-        let delays = points[from..to].iter().filter_map(|p| p.delay_ms);
-        bursts.push(Burst {
-            hop,
-            start_ms: times[from],
-            width_ms: times[to - 1] - times[from],
-            retries: to - from,
-            ops,
-            expected_retries: rate_per_ms * w,
-            p_value: ln_p.exp(),
-            delay_min_ms: delays.clone().reduce(Millis::min),
-            delay_max_ms: delays.reduce(Millis::max),
+        let (from, to, ln_p) = narrow(&window, &times, &instants, &need, &ln_factorial);
+        narrowed.push(Narrowed {
+            from,
+            to,
+            ln_p,
+            background: lambda,
         });
-        i = to;
-    }
-    bursts
-}
-
-/// Retries per ms around a window starting at `t0`: the busier of the ten windows before
-/// and the ten after, so the leading or trailing edge of a jittered wave (quiet on one
-/// side, busy on the other) is not mistaken for a burst. At least one retry is assumed in
-/// the neighbourhood, so an isolated handful of retries is not infinitely unlikely.
-fn neighbour_rate_per_ms(times: &[Millis], t0: Millis, w: Millis) -> f64 {
-    let span = NEIGHBOUR_WINDOWS * w;
-    let before = times.partition_point(|&t| t < t0) - times.partition_point(|&t| t < t0 - span);
-    let after =
-        times.partition_point(|&t| t <= t0 + w + span) - times.partition_point(|&t| t <= t0 + w);
-    before.max(after).max(1) as f64 / span
-}
-
-/// Resolution of the clocks in the logs: a sub-window narrower than this is this wide.
-const TIME_RESOLUTION_MS: Millis = 1.0;
-
-/// The sub-window `[from, to)` of `times` (sorted) least likely under `rate_per_ms`, with
-/// its log p-value. Ties prefer more retries, then the narrower window.
-fn tightest_cluster(times: &[Millis], rate_per_ms: f64) -> (usize, usize, f64) {
-    let starts: Vec<usize> = (0..times.len())
-        .filter(|&a| a == 0 || times[a] != times[a - 1])
-        .collect();
-    let mut best = (0, times.len(), f64::INFINITY);
-    for &a in &starts {
-        for b in a + 1..=times.len() {
-            if b < times.len() && times[b] == times[b - 1] {
-                continue; // take all retries at one instant together
-            }
-            let width = (times[b - 1] - times[a]).max(TIME_RESOLUTION_MS);
-            let ln_p = ln_poisson_tail((b - a) as u64, rate_per_ms * width);
-            let better = ln_p < best.2
-                || (ln_p == best.2
-                    && (b - a > best.1 - best.0
-                        || (b - a == best.1 - best.0
-                            && times[b - 1] - times[a] < times[best.1 - 1] - times[best.0])));
-            if better {
-                best = (a, b, ln_p);
-            }
+        if reach.is_none_or(|(_, reach_to)| to > reach_to) {
+            reach = Some((from, to));
         }
     }
-    best
+
+    narrowed.sort_by_key(|s| (s.from, s.to));
+    let mut merged: Vec<Narrowed> = Vec::new();
+    for s in narrowed {
+        let joins = merged
+            .last()
+            .is_some_and(|m| times[s.from] - times[m.to - 1] <= w);
+        match merged.last_mut() {
+            Some(m) if joins => {
+                m.to = m.to.max(s.to);
+                if s.ln_p < m.ln_p {
+                    m.ln_p = s.ln_p;
+                    m.background = s.background;
+                }
+            }
+            _ => merged.push(s),
+        }
+    }
+    merged
+        .into_iter()
+        .map(|m| burst_of(hop, &points[m.from..m.to], m))
+        .collect()
 }
 
-fn distinct_ops(points: &[RetryPoint]) -> usize {
+fn burst_of(hop: u16, points: &[RetryPoint], m: Narrowed) -> Burst {
     let mut ops: Vec<u32> = points.iter().map(|p| p.op).collect();
     ops.sort_unstable();
     ops.dedup();
-    ops.len()
+    let delays = points.iter().filter_map(|p| p.delay_ms);
+    Burst {
+        hop,
+        start_ms: points[0].start_ms,
+        width_ms: points[points.len() - 1].start_ms - points[0].start_ms,
+        retries: points.len(),
+        ops,
+        expected_retries: m.background,
+        p_value: m.ln_p.exp(),
+        delay_min_ms: delays.clone().reduce(Millis::min),
+        delay_max_ms: delays.reduce(Millis::max),
+    }
 }
 
-/// P(X ≥ k) for X ~ Poisson(λ).
-#[cfg(test)]
-fn poisson_tail(k: u64, lambda: f64) -> f64 {
-    ln_poisson_tail(k, lambda).exp()
+/// The distinct start instants of sorted times: `starts[g]` is the first point at the
+/// g-th instant. A window never splits the retries of one instant.
+struct Instants {
+    starts: Vec<usize>,
+    n: usize,
+}
+
+impl Instants {
+    fn new(times: &[Millis]) -> Instants {
+        let starts = (0..times.len())
+            .filter(|&i| i == 0 || times[i] != times[i - 1])
+            .collect();
+        Instants {
+            starts,
+            n: times.len(),
+        }
+    }
+
+    /// One past the last point of instant `g`.
+    fn end_of(&self, g: usize) -> usize {
+        self.starts.get(g + 1).copied().unwrap_or(self.n)
+    }
+
+    /// The instant whose points end at `end` (which is an instant boundary).
+    fn index_of_group_ending_at(&self, end: usize) -> usize {
+        self.starts.partition_point(|&s| s < end) - 1
+    }
+}
+
+/// For each point `a`, the smallest `b` such that points `[a, b)` belong to at least
+/// `min_ops` distinct operations (`usize::MAX` when none does): one two-pointer pass, so
+/// that "holds `min_ops` operations" is one comparison for any window.
+fn first_end_with_ops(points: &[RetryPoint], min_ops: usize) -> Vec<usize> {
+    let mut counts: HashMap<u32, u32> = HashMap::new();
+    let mut need = vec![usize::MAX; points.len()];
+    let mut b = 0;
+    for a in 0..points.len() {
+        while counts.len() < min_ops && b < points.len() {
+            *counts.entry(points[b].op).or_default() += 1;
+            b += 1;
+        }
+        if counts.len() >= min_ops {
+            need[a] = b;
+        }
+        let op = points[a].op;
+        let c = counts
+            .get_mut(&op)
+            .expect("counted when its point was added");
+        *c -= 1;
+        if *c == 0 {
+            counts.remove(&op);
+        }
+    }
+    need
+}
+
+/// The background λ of a window `[t0, t0 + w]`: on each side, the median count of the
+/// [`NEIGHBOUR_WINDOWS`] windows of width `w`, at least [`MIN_BACKGROUND_RETRIES`]; then
+/// the busier side. The median makes one busy neighbour (the other half of a split wave, a
+/// stray cluster) no background; the busier side keeps the edge of a long jittered wave,
+/// quiet on one side and busy on the other, from looking like a spike.
+fn background(times: &[Millis], t0: Millis, w: Millis) -> f64 {
+    let before_edge = |k: usize| times.partition_point(|&t| t < t0 - k as f64 * w);
+    let after_edge = |k: usize| times.partition_point(|&t| t <= t0 + k as f64 * w);
+    let mut before = [0usize; NEIGHBOUR_WINDOWS];
+    let mut after = [0usize; NEIGHBOUR_WINDOWS];
+    for k in 0..NEIGHBOUR_WINDOWS {
+        // Before: [t0 − (k+1)w, t0 − kw); after: (t0 + (k+1)w, t0 + (k+2)w].
+        before[k] = before_edge(k) - before_edge(k + 1);
+        after[k] = after_edge(k + 2) - after_edge(k + 1);
+    }
+    median(before)
+        .max(median(after))
+        .max(MIN_BACKGROUND_RETRIES)
+}
+
+fn median(mut counts: [usize; NEIGHBOUR_WINDOWS]) -> f64 {
+    counts.sort_unstable();
+    let mid = NEIGHBOUR_WINDOWS / 2;
+    if NEIGHBOUR_WINDOWS % 2 == 1 {
+        counts[mid] as f64
+    } else {
+        (counts[mid - 1] + counts[mid]) as f64 / 2.0
+    }
+}
+
+/// A significant window to narrow: its instants `first_instant..=last_instant`, the
+/// background rate, and the width below which a sub-window counts as this wide.
+struct Window {
+    first_instant: usize,
+    last_instant: usize,
+    rate_per_ms: f64,
+    min_width_ms: Millis,
+}
+
+/// The sub-window `[from, to)` of a significant window that is least likely by chance and
+/// still holds `min_ops` operations, with its log p-value. A sub-window runs from one
+/// instant to another; its expected count is the background rate times its width (at
+/// least [`TIME_RESOLUTION_MS`]). Ties prefer more retries, then the narrower one. The
+/// whole window always qualifies, so there is always an answer.
+fn narrow(
+    window: &Window,
+    times: &[Millis],
+    instants: &Instants,
+    need: &[usize],
+    ln_factorial: &LnFactorial,
+) -> (usize, usize, f64) {
+    let count = window.last_instant - window.first_instant + 1;
+    let picks = count.min(NARROW_INSTANTS);
+    let pick = |j: usize| {
+        if picks == 1 {
+            window.first_instant
+        } else {
+            window.first_instant + j * (count - 1) / (picks - 1)
+        }
+    };
+    let mut best: Option<(usize, usize, f64)> = None;
+    for s in 0..picks {
+        let from = instants.starts[pick(s)];
+        for e in s..picks {
+            let to = instants.end_of(pick(e));
+            if to < need[from] {
+                continue;
+            }
+            let k = (to - from) as u64;
+            let width = (times[to - 1] - times[from]).max(window.min_width_ms);
+            let mu = window.rate_per_ms * width;
+            // Only a sub-window at least as unlikely as the best so far can win; the first
+            // to beat is the significance threshold, which the whole window meets.
+            let bound = best.map_or(BURST_P_VALUE.ln(), |b| b.2);
+            let Some(ln_p) = ln_tail_below(k, mu, bound, ln_factorial) else {
+                continue;
+            };
+            let better = best.is_none_or(|(bf, bt, bp)| {
+                ln_p < bp
+                    || (ln_p == bp
+                        && (to - from > bt - bf
+                            || (to - from == bt - bf
+                                && times[to - 1] - times[from] < times[bt - 1] - times[bf])))
+            });
+            if better {
+                best = Some((from, to, ln_p));
+            }
+        }
+    }
+    // The whole window is among the sub-windows tried, holds `min_ops` operations and is
+    // significant, so something was found.
+    best.expect("a significant window qualifies as its own sub-window")
+}
+
+/// `ln n!` for every n up to a bound, summed once: the Poisson terms then cost O(1).
+struct LnFactorial(Vec<f64>);
+
+impl LnFactorial {
+    fn up_to(n: usize) -> LnFactorial {
+        let mut table = Vec::with_capacity(n + 1);
+        let mut sum = 0.0;
+        table.push(0.0);
+        for i in 1..=n {
+            sum += (i as f64).ln();
+            table.push(sum);
+        }
+        LnFactorial(table)
+    }
+
+    fn get(&self, n: u64) -> f64 {
+        self.0
+            .get(n as usize)
+            .copied()
+            .unwrap_or_else(|| ln_factorial(n))
+    }
+}
+
+/// `ln P(X ≥ k)` for X ~ Poisson(μ) when it is at most `bound` (ties included), else
+/// `None`, for a `bound` below ln(1/3). Computed only as far as needed: `P(X = k)` alone is
+/// a lower bound of the tail, so when it is already above `bound` (or k is not above μ,
+/// where the tail is above 1/3) the sum is never started. Far in the tail, where bursts
+/// are, the sum takes a few terms.
+fn ln_tail_below(k: u64, mu: f64, bound: f64, ln_factorial: &LnFactorial) -> Option<f64> {
+    if k == 0 {
+        return (bound >= 0.0).then_some(0.0);
+    }
+    if (k as f64) <= mu {
+        // In the bulk the tail is above 1/3: above every bound this module asks about.
+        return None;
+    }
+    if mu <= 0.0 {
+        return Some(f64::NEG_INFINITY);
+    }
+    let ln_pmf = -mu + k as f64 * mu.ln() - ln_factorial.get(k);
+    if ln_pmf > bound {
+        return None;
+    }
+    let ln_p = ln_pmf + tail_series(k, mu).ln();
+    (ln_p <= bound).then_some(ln_p)
+}
+
+/// `P(X ≥ k) / P(X = k) = 1 + μ/(k+1) + μ²/((k+1)(k+2)) + …` for k > μ: terms shrink at
+/// least geometrically, fast far in the tail.
+fn tail_series(k: u64, mu: f64) -> f64 {
+    let (mut sum, mut term, mut n) = (1.0f64, 1.0f64, k);
+    loop {
+        n += 1;
+        term *= mu / n as f64;
+        sum += term;
+        if term < sum * 1e-12 {
+            return sum;
+        }
+    }
 }
 
 /// ln P(X ≥ k) for X ~ Poisson(λ), in log space so that very unlikely counts compare
@@ -164,17 +395,7 @@ pub fn ln_poisson_tail(k: u64, lambda: f64) -> f64 {
         let below: f64 = (0..k).map(|n| ln_pmf(n).exp()).sum();
         return (1.0 - below).max(f64::MIN_POSITIVE).ln();
     }
-    // Far tail: pmf(k) · (1 + λ/(k+1) + λ²/((k+1)(k+2)) + …), a series that shrinks fast.
-    let (mut sum, mut term, mut n) = (1.0f64, 1.0f64, k);
-    loop {
-        n += 1;
-        term *= lambda / n as f64;
-        sum += term;
-        if term < sum * 1e-12 {
-            break;
-        }
-    }
-    ln_pmf(k) + sum.ln()
+    ln_pmf(k) + tail_series(k, lambda).ln()
 }
 
 fn ln_factorial(n: u64) -> f64 {
@@ -212,33 +433,77 @@ mod tests {
         p
     }
 
+    /// A deterministic uniform draw in [0, 1).
+    fn uniform(state: &mut u64) -> f64 {
+        *state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (*state >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     #[test]
     fn poisson_tail_matches_known_values() {
         // P(X ≥ 1 | λ = 1) = 1 − e^−1; P(X ≥ 10 | λ = 1) ≈ 1.1142e-7.
-        assert!((poisson_tail(1, 1.0) - (1.0 - (-1.0f64).exp())).abs() < 1e-9);
-        assert!((poisson_tail(10, 1.0) / 1.1142e-7 - 1.0).abs() < 1e-3);
-        assert_eq!(poisson_tail(3, 0.0), 0.0);
+        assert!((ln_poisson_tail(1, 1.0).exp() - (1.0 - (-1.0f64).exp())).abs() < 1e-9);
+        assert!((ln_poisson_tail(10, 1.0).exp() / 1.1142e-7 - 1.0).abs() < 1e-3);
+        assert_eq!(ln_poisson_tail(3, 0.0).exp(), 0.0);
         // Far beyond f64's range in linear space, still ordered in log space.
         assert!(ln_poisson_tail(2000, 1.0) < ln_poisson_tail(1000, 1.0));
     }
 
     #[test]
+    fn the_pruned_tail_agrees_with_the_full_one_where_it_answers() {
+        let table = LnFactorial::up_to(5000);
+        for (k, mu) in [
+            (10u64, 1.0),
+            (30, 0.5),
+            (40, 12.5),
+            (300, 180.0),
+            (4000, 2.0),
+        ] {
+            let full = ln_poisson_tail(k, mu);
+            let pruned = ln_tail_below(k, mu, 0.0, &table).expect("far tail");
+            assert!((full - pruned).abs() < 1e-9 * full.abs(), "{k} {mu}");
+            assert_eq!(ln_tail_below(k, mu, full - 1.0, &table), None);
+        }
+        assert_eq!(ln_tail_below(5, 8.0, 0.0, &table), None, "bulk");
+    }
+
+    #[test]
+    fn nine_aligned_retries_against_a_quiet_background_are_no_burst() {
+        // The background is at least one retry per window: P(X ≥ 9 | 1) ≈ 1.1e-6.
+        let nine: Vec<(f64, u32)> = (0..9).map(|op| (1000.0, op)).collect();
+        assert!(find_bursts(0, &points(&nine), PARAMS).is_empty());
+        let ten: Vec<(f64, u32)> = (0..10).map(|op| (1000.0, op)).collect();
+        let b = find_bursts(0, &points(&ten), PARAMS);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].expected_retries, 1.0);
+        // Narrowed to the one instant, 1 ms wide: Poisson(1 × 1/50).
+        let narrowed = ln_poisson_tail(10, 0.02).exp();
+        assert!(
+            (b[0].p_value / narrowed - 1.0).abs() < 1e-9,
+            "{}",
+            b[0].p_value
+        );
+    }
+
+    #[test]
     fn a_stray_retry_near_an_aligned_cluster_is_left_out() {
-        let mut t: Vec<(f64, u32)> = (0..8).map(|op| (1000.0, op)).collect();
+        let mut t: Vec<(f64, u32)> = (0..12).map(|op| (1000.0, op)).collect();
         t.push((985.0, 50));
         let b = find_bursts(0, &points(&t), PARAMS);
         assert_eq!(b.len(), 1);
-        assert_eq!(b[0].ops, (0..8).collect::<Vec<_>>());
-        assert_eq!(b[0].width_ms, 0.0);
+        assert_eq!(b[0].ops, (0..12).collect::<Vec<_>>());
+        assert_eq!((b[0].start_ms, b[0].width_ms), (1000.0, 0.0));
     }
 
     #[test]
     fn aligned_retries_of_many_operations_are_a_burst() {
-        let mut t: Vec<(f64, u32)> = (0..8).map(|op| (1000.0, op)).collect();
+        let mut t: Vec<(f64, u32)> = (0..12).map(|op| (1000.0, op)).collect();
         t.extend((0..20).map(|i| (i as f64 * 97.0, 100 + i)));
         let b = find_bursts(0, &points(&t), PARAMS);
         assert_eq!(b.len(), 1);
-        assert_eq!(b[0].ops, (0..8).collect::<Vec<_>>());
+        assert_eq!(b[0].ops, (0..12).collect::<Vec<_>>());
         assert_eq!(
             (b[0].delay_min_ms, b[0].delay_max_ms),
             (Some(1000.0), Some(1000.0))
@@ -246,23 +511,66 @@ mod tests {
     }
 
     #[test]
+    fn a_wave_arriving_as_two_sub_clusters_is_one_burst_of_all_its_operations() {
+        // 10 retries within 25 ms, a 38 ms gap, 20 within 33 ms: each half is one busy
+        // window beside the other, which the median ignores; 38 ms < W joins them.
+        let mut t: Vec<(f64, u32)> = (0..10)
+            .map(|i| (5000.0 + i as f64 * 25.0 / 9.0, i))
+            .collect();
+        t.extend((0..20).map(|i| (5063.0 + i as f64 * 33.0 / 19.0, 10 + i)));
+        let b = find_bursts(0, &points(&t), PARAMS);
+        assert_eq!(b.len(), 1, "{b:?}");
+        assert_eq!(b[0].ops, (0..30).collect::<Vec<_>>());
+        assert_eq!((b[0].start_ms, b[0].width_ms), (5000.0, 96.0));
+    }
+
+    #[test]
+    fn narrowed_windows_more_than_a_window_apart_are_two_bursts() {
+        let mut t: Vec<(f64, u32)> = (0..12).map(|op| (1000.0, op)).collect();
+        t.extend((0..12).map(|op| (1051.0, 20 + op)));
+        let b = find_bursts(0, &points(&t), PARAMS);
+        assert_eq!(b.len(), 2, "{b:?}");
+        assert_eq!(b[1].start_ms - b[0].start_ms, 51.0);
+    }
+
+    #[test]
     fn a_jittered_wave_is_no_burst_however_many_operations_it_holds() {
         // 4000 retries spread evenly (full jitter) over 10 s: ~20 per 50 ms window.
         let mut state: u64 = 42;
         let t: Vec<(f64, u32)> = (0..4000)
-            .map(|op| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((state >> 11) as f64 / (1u64 << 53) as f64 * 10_000.0, op)
-            })
+            .map(|op| (uniform(&mut state) * 10_000.0, op))
             .collect();
         assert!(find_bursts(0, &points(&t), PARAMS).is_empty());
     }
 
     #[test]
-    fn too_few_operations_are_no_burst() {
-        let t: Vec<(f64, u32)> = (0..4).map(|op| (1000.0, op)).collect();
+    fn the_sharp_leading_edge_of_a_big_jittered_wave_is_no_burst() {
+        // 2000 operations fail at once and retry with full jitter over 2 s: the first
+        // windows after the failure are as busy as the side after them.
+        let mut state: u64 = 7;
+        let t: Vec<(f64, u32)> = (0..2000)
+            .map(|op| (10_000.0 + uniform(&mut state) * 2000.0, op))
+            .collect();
+        assert!(find_bursts(0, &points(&t), PARAMS).is_empty());
+    }
+
+    #[test]
+    fn one_dense_cluster_of_many_distinct_instants_is_one_burst() {
+        // 20 000 retries at distinct instants within 40 ms: every window is significant;
+        // the first one narrowed covers the rest.
+        let t: Vec<(f64, u32)> = (0..20_000)
+            .map(|op| (1000.0 + op as f64 * 0.002, op))
+            .collect();
+        let b = find_bursts(0, &points(&t), PARAMS);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].retries, 20_000);
+    }
+
+    #[test]
+    fn retries_of_fewer_operations_than_min_ops_are_no_burst() {
+        let t: Vec<(f64, u32)> = (0..400)
+            .map(|i| (1000.0 + i as f64 * 0.01, i % 4))
+            .collect();
         assert!(find_bursts(0, &points(&t), PARAMS).is_empty());
     }
 }

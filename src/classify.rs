@@ -81,6 +81,8 @@ pub enum FindingKind {
     RetryWithoutDelay,
     RetryAfterNotHonoured,
     RetryAfterNotClamped,
+    AttemptAfterDeadline,
+    BackoffOverDeadline,
     DuplicateEffect,
     Unfinished,
     Orphan,
@@ -98,6 +100,8 @@ impl FindingKind {
             FindingKind::RetryWithoutDelay => "retry-without-delay",
             FindingKind::RetryAfterNotHonoured => "retry-after-not-honoured",
             FindingKind::RetryAfterNotClamped => "retry-after-not-clamped",
+            FindingKind::AttemptAfterDeadline => "attempt-after-deadline",
+            FindingKind::BackoffOverDeadline => "backoff-over-deadline",
             FindingKind::DuplicateEffect => "duplicate-effect",
             FindingKind::Unfinished => "unfinished",
             FindingKind::Orphan => "orphan",
@@ -134,6 +138,10 @@ pub struct HopFacts {
     pub retry_without_delay: bool,
     pub retry_after_not_honoured: bool,
     pub retry_after_not_clamped: bool,
+    /// A line's attempt started at or after the hop's deadline.
+    pub attempt_after_deadline: bool,
+    /// A line's backoff delays add up to more than the hop's deadline.
+    pub backoff_over_deadline: bool,
     pub duplicate_effects: u32,
     pub unfinished: u32,
     pub orphans: u32,
@@ -223,19 +231,28 @@ pub fn operation_facts(
                 h.retries = true;
                 Role::Retry
             };
+            let mut backoff_ms: Millis = 0.0;
             for pair in line.attempts.windows(2) {
                 let (prev, this) = (&attempts[pair[0] as usize], &attempts[pair[1] as usize]);
                 roles[pair[1] as usize] = role;
-                let gap = prev.finish_ms.map(|f| this.start_ms - f);
+                let delay_ms = backoff_before(prev, this);
+                backoff_ms += delay_ms.unwrap_or(0.0);
                 retry_starts.push(RetryStart {
                     hop: this.hop,
                     start_ms: this.start_ms,
-                    delay_ms: this.delay_ms.or(gap.filter(|g| *g >= 0.0)),
+                    delay_ms,
                 });
                 let hygiene = retry_hygiene(prev, this);
                 h.retry_without_delay |= hygiene.without_delay;
                 h.retry_after_not_honoured |= hygiene.hint_not_honoured;
                 h.retry_after_not_clamped |= hygiene.hint_not_clamped;
+            }
+            if let Some(deadline_ms) = rules.deadlines[line.hop as usize] {
+                let first_start = attempts[line.attempts[0] as usize].start_ms;
+                h.attempt_after_deadline |= line.attempts[1..]
+                    .iter()
+                    .any(|&i| attempts[i as usize].start_ms - first_start >= deadline_ms);
+                h.backoff_over_deadline |= backoff_ms > deadline_ms;
             }
         }
         group_start = group_end;
@@ -263,6 +280,14 @@ pub fn operation_facts(
             .reduce(Millis::max),
         overlap_ms,
     }
+}
+
+/// The backoff before a repeat: the declared `delay_ms`, else the observed gap since the
+/// previous attempt of its line ended (none when that one never finished, or when the
+/// repeat started before it ended).
+fn backoff_before(prev: &Attempt, this: &Attempt) -> Option<Millis> {
+    let gap = prev.finish_ms.map(|f| this.start_ms - f);
+    this.delay_ms.or(gap.filter(|g| *g >= 0.0))
 }
 
 struct Hygiene {
@@ -424,6 +449,8 @@ pub fn findings(facts: &OperationFacts, burst_hops: &[u16]) -> Vec<Finding> {
             FindingKind::RetryAfterNotHonoured,
         );
         add(h.retry_after_not_clamped, FindingKind::RetryAfterNotClamped);
+        add(h.attempt_after_deadline, FindingKind::AttemptAfterDeadline);
+        add(h.backoff_over_deadline, FindingKind::BackoffOverDeadline);
         add(h.duplicate_effects > 0, FindingKind::DuplicateEffect);
         add(h.unfinished > 0, FindingKind::Unfinished);
         add(h.orphans > 0, FindingKind::Orphan);
@@ -580,6 +607,95 @@ mod tests {
         let mut a = crate::group::tests_support::attempt(0, start, finish);
         a.outcome = outcome;
         a
+    }
+
+    /// The facts at the caller of one caller line: (start, finish, delay_ms) per attempt,
+    /// under a caller deadline of 1000 ms.
+    fn caller_line_under_deadline(line: &[(f64, f64, Option<f64>)]) -> HopFacts {
+        let mut rules = Rules::new(crate::rules::HopOrder::default());
+        rules
+            .set_deadlines("--deadline", &["caller=1000".to_string()])
+            .expect("valid deadline");
+        let attempts: Vec<Attempt> = line
+            .iter()
+            .map(|&(start, finish, delay_ms)| {
+                let mut a = crate::group::tests_support::attempt(0, start, finish);
+                a.delay_ms = delay_ms;
+                a
+            })
+            .collect();
+        let tree = crate::group::build_tree(&attempts, &rules, 10_000.0);
+        operation_facts(&attempts, &tree, &rules, 10_000.0).hops[0].clone()
+    }
+
+    #[test]
+    fn a_deadline_flags_late_attempts_and_backoff_adding_up_past_it() {
+        let cases = [
+            // (line, attempt after the deadline, backoff over it)
+            (
+                vec![
+                    (0.0, 100.0, None),
+                    (500.0, 600.0, Some(400.0)),
+                    (1300.0, 1400.0, Some(700.0)),
+                ],
+                true,
+                true,
+            ),
+            // Slow attempts, short sleeps: late, but the backoff alone is 100 ms.
+            (
+                vec![
+                    (0.0, 600.0, None),
+                    (650.0, 1250.0, None),
+                    (1300.0, 1400.0, None),
+                ],
+                true,
+                false,
+            ),
+            // Without delay_ms the gaps are the backoff: 690 + 790 ms.
+            (
+                vec![
+                    (0.0, 10.0, None),
+                    (700.0, 710.0, None),
+                    (1500.0, 1510.0, None),
+                ],
+                true,
+                true,
+            ),
+            // At the deadline is after it; backoff equal to it is not over it.
+            (
+                vec![(0.0, 0.5, None), (1000.0, 1001.0, Some(1000.0))],
+                true,
+                false,
+            ),
+            (
+                vec![
+                    (0.0, 100.0, None),
+                    (300.0, 400.0, Some(200.0)),
+                    (800.0, 900.0, Some(400.0)),
+                ],
+                false,
+                false,
+            ),
+            // A single attempt has no backoff, however long it runs.
+            (vec![(0.0, 5000.0, None)], false, false),
+        ];
+        for (i, (line, late, over)) in cases.into_iter().enumerate() {
+            let h = caller_line_under_deadline(&line);
+            assert_eq!(
+                (h.attempt_after_deadline, h.backoff_over_deadline),
+                (late, over),
+                "case {i}"
+            );
+        }
+        // Without a deadline neither holds.
+        let rules = Rules::new(crate::rules::HopOrder::default());
+        let attempts = vec![
+            crate::group::tests_support::attempt(0, 0.0, 10.0),
+            crate::group::tests_support::attempt(0, 90_000.0, 90_010.0),
+        ];
+        let tree = crate::group::build_tree(&attempts, &rules, 100_000.0);
+        let h = &operation_facts(&attempts, &tree, &rules, 100_000.0).hops[0];
+        assert!(!h.attempt_after_deadline && !h.backoff_over_deadline);
     }
 
     #[test]

@@ -102,6 +102,13 @@ pub struct RuleArgs {
     #[arg(long, value_name = "HOP=N")]
     pub budget: Vec<String>,
 
+    /// Deadline of a hop, as HOP=MS: the most time one line there may take from its first
+    /// attempt's start, backoff included. An attempt started after it, or backoff delays
+    /// adding up past it, are findings. Repeatable; overrides the policy's [deadlines].
+    /// Default: none.
+    #[arg(long, value_name = "HOP=MS")]
+    pub deadline: Vec<String>,
+
     /// Hop where overlapping attempts are intended (hedged requests): no overlap is
     /// reported there. Repeatable.
     #[arg(long, value_name = "HOP")]
@@ -117,8 +124,8 @@ pub struct RuleArgs {
     #[arg(long, value_name = "N")]
     pub burst_min_ops: Option<usize>,
 
-    /// Policy file (TOML) with failure conditions, budgets, hops allowed to overlap, queue
-    /// hops, burst parameters and the span hop map. Flags override it.
+    /// Policy file (TOML) with failure conditions, budgets, deadlines, hops allowed to
+    /// overlap, queue hops, burst parameters and the span hop map. Flags override it.
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
 }

@@ -33,7 +33,7 @@ use std::io::{self, Write};
 
 use anyhow::{bail, Result};
 
-use crate::burst::{ln_poisson_tail, BURST_P_VALUE, NEIGHBOUR_WINDOWS};
+use crate::burst::{ln_poisson_tail, BURST_P_VALUE, MIN_BACKGROUND_RETRIES, NEIGHBOUR_WINDOWS};
 use crate::classify::Class;
 use crate::rules::{DEFAULT_BURST_MIN_OPS, DEFAULT_BURST_WINDOW_MS};
 
@@ -373,9 +373,12 @@ impl Plan {
         let window = DEFAULT_BURST_WINDOW_MS;
         let nested_per_window =
             upper(Shape::NestedRetry) / mean_gap_ms * NESTED_MAX_CALLER_RETRIES * window;
-        let neighbours = NEIGHBOUR_WINDOWS * nested_per_window;
+        let windows = NEIGHBOUR_WINDOWS as f64;
+        let neighbours = windows * nested_per_window;
         let neighbours_high = neighbours + NEIGHBOUR_SIGMAS * neighbours.sqrt() + NEIGHBOUR_SIGMAS;
-        let lambda_high = neighbours_high / NEIGHBOUR_WINDOWS;
+        // The background is the median window of a side, at least one retry: bounded by
+        // the mean window of a side this far above its expectation.
+        let lambda_high = (neighbours_high / windows).max(MIN_BACKGROUND_RETRIES);
         let mut burst_group_min = DEFAULT_BURST_MIN_OPS as u64;
         while ln_poisson_tail(burst_group_min, lambda_high) >= BURST_GROUP_P_VALUE.ln() {
             burst_group_min += 1;

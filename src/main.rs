@@ -594,6 +594,13 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
         .set_budgets(&policy_budgets)
         .context("in the policy's [budgets]")?;
     rules.set_budgets(&args.rules.budget)?;
+    let policy_deadlines: Vec<String> = policy
+        .deadlines
+        .iter()
+        .map(|(hop, ms)| format!("{hop}={ms}"))
+        .collect();
+    rules.set_deadlines("policy [deadlines]", &policy_deadlines)?;
+    rules.set_deadlines("--deadline", &args.rules.deadline)?;
     let overlap_hops: Vec<String> = policy
         .allow_overlap
         .iter()

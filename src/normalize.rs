@@ -1,6 +1,9 @@
 //! Normalize: turns one operation's events into attempts. Drops exact duplicates (log
-//! shippers deliver at least once), pairs point events into attempts, and takes the start
-//! of an attempt seen only finishing from the same attempt upstream (SPEC §2).
+//! shippers deliver at least once), pairs point events into attempts (by attempt number,
+//! or in order where none is given), and takes the start of an attempt seen only finishing
+//! from the attempt with the same number upstream (docs/input.md).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::model::{Attempt, Event, Millis, Outcome, PointKind, SourceRef, Timing};
 
@@ -50,61 +53,117 @@ pub fn normalize_operation(events: &[Event]) -> Normalized {
         }
     }
 
-    let mut pending_start: Vec<Attempt> = Vec::new();
-    let mut i = 0;
-    while i < unique.len() {
-        let e = unique[i];
-        match e.timing() {
-            Timing::Record {
-                start_ms,
-                finish_ms,
-            } => {
-                let mut a = attempt_from(e, start_ms.unwrap_or(Millis::NAN), finish_ms);
-                if start_ms.is_none() {
+    // Events come by hop, upstream first: pair each hop's point events and number its
+    // attempts; then give each attempt seen only finishing the start of its number
+    // upstream, hop by hop, so that an inferred start can be passed further down.
+    let mut starts = StartsByNumber::default();
+    // Started attempts not yet numbered: numbering waits for a first attempt seen only
+    // finishing, which most operations never have.
+    let mut unnumbered_from = 0;
+    let mut finish_only: Vec<Attempt> = Vec::new();
+    for hop_events in unique.chunk_by(|a, b| a.hop == b.hop) {
+        let mut points: Vec<&Event> = Vec::new();
+        for &e in hop_events {
+            match e.timing() {
+                Timing::Record {
+                    start_ms: Some(start_ms),
+                    finish_ms,
+                } => out.attempts.push(attempt_from(e, start_ms, finish_ms)),
+                Timing::Record {
+                    start_ms: None,
+                    finish_ms,
+                } => {
+                    let mut a = attempt_from(e, Millis::NAN, finish_ms);
                     a.start_inferred = true;
-                    pending_start.push(a);
-                } else {
+                    finish_only.push(a);
+                }
+                Timing::Point { .. } => points.push(e),
+            }
+        }
+        if !points.is_empty() {
+            pair_points(&mut points, &mut out.attempts, &mut finish_only);
+        }
+        if finish_only.is_empty() {
+            continue;
+        }
+        for hop_attempts in out.attempts[unnumbered_from..].chunk_by(|a, b| a.hop == b.hop) {
+            starts.add_started(hop_attempts);
+        }
+        for (a, number) in in_finish_order(std::mem::take(&mut finish_only)) {
+            match starts.upstream(a.hop, number) {
+                Some(start) if a.finish_ms.is_none_or(|f| f >= start) => {
+                    let mut a = a;
+                    a.start_ms = start;
+                    starts.add(a.hop, number, start);
                     out.attempts.push(a);
                 }
-                i += 1;
-            }
-            Timing::Point { .. } => {
-                // Point events of one (hop, attempt number) are adjacent and in time order.
-                let mut j = i;
-                while j < unique.len()
-                    && matches!(unique[j].timing(), Timing::Point { .. })
-                    && unique[j].hop == e.hop
-                    && unique[j].attempt() == e.attempt()
-                {
-                    j += 1;
-                }
-                pair_points(&unique[i..j], &mut out, &mut pending_start);
-                i = j;
+                Some(start) => out.problems.push((
+                    a.source,
+                    format!(
+                        "finish ({} ms) is earlier than the start taken from the same attempt upstream ({start} ms): log this attempt's start too",
+                        a.finish_ms.unwrap_or_default()
+                    ),
+                )),
+                None => out.problems.push((
+                    a.source,
+                    "attempt has a finish but no start, and no upstream attempt with the same attempt number to take it from: log its start (start_ms, or an event=start line)".to_string(),
+                )),
             }
         }
-    }
-
-    for mut a in pending_start {
-        match upstream_start(&out.attempts, &a) {
-            Some(start) if a.finish_ms.is_none_or(|f| f >= start) => {
-                a.start_ms = start;
-                out.attempts.push(a);
-            }
-            Some(start) => out.problems.push((
-                a.source,
-                format!(
-                    "finish ({} ms) is earlier than the start taken from the same attempt upstream ({start} ms): log this attempt's start too",
-                    a.finish_ms.unwrap_or_default()
-                ),
-            )),
-            None => out.problems.push((
-                a.source,
-                "attempt has a finish but no start, and no upstream attempt with the same attempt number to take it from: log its start (start_ms, or an event=start line)".to_string(),
-            )),
-        }
+        // Those just given a start are numbered already, by their finish order.
+        unnumbered_from = out.attempts.len();
     }
     out.attempts.sort_by(canonical_attempt_order);
     out
+}
+
+/// The earliest start of each (hop, attempt number) seen so far: what an attempt seen only
+/// finishing further down takes its start from.
+#[derive(Default)]
+struct StartsByNumber(HashMap<(u16, u32), Millis>);
+
+impl StartsByNumber {
+    fn add(&mut self, hop: u16, number: u32, start_ms: Millis) {
+        let earliest = self.0.entry((hop, number)).or_insert(start_ms);
+        *earliest = earliest.min(start_ms);
+    }
+
+    /// Numbers one hop's started attempts: an attempt's own `attempt` number, else its
+    /// place among the hop's attempts in start order (the k-th start opens attempt k).
+    fn add_started(&mut self, hop_attempts: &[Attempt]) {
+        let mut order: Vec<&Attempt> = hop_attempts.iter().collect();
+        order.sort_by(|a, b| canonical_attempt_order(a, b));
+        for (k, a) in order.into_iter().enumerate() {
+            self.add(a.hop, a.attempt.unwrap_or(k as u32 + 1), a.start_ms);
+        }
+    }
+
+    /// The start of attempt `number` at the nearest hop above `hop` that has one.
+    fn upstream(&self, hop: u16, number: u32) -> Option<Millis> {
+        (0..hop)
+            .rev()
+            .find_map(|h| self.0.get(&(h, number)).copied())
+    }
+}
+
+/// One hop's attempts seen only finishing, in finish order, each with its number: its
+/// own `attempt` number, else its place among them (the k-th finish-only event at a hop is
+/// attempt k there).
+fn in_finish_order(mut finish_only: Vec<Attempt>) -> Vec<(Attempt, u32)> {
+    // Stable: equal finishes keep the content order they were read in.
+    finish_only.sort_by(|a, b| {
+        a.finish_ms
+            .unwrap_or(Millis::INFINITY)
+            .total_cmp(&b.finish_ms.unwrap_or(Millis::INFINITY))
+    });
+    finish_only
+        .into_iter()
+        .enumerate()
+        .map(|(k, a)| {
+            let number = a.attempt.unwrap_or(k as u32 + 1);
+            (a, number)
+        })
+        .collect()
 }
 
 /// The order of attempts used by every later stage: by hop, then time, then content.
@@ -145,41 +204,65 @@ fn attempt_from(e: &Event, start_ms: Millis, finish_ms: Option<Millis>) -> Attem
     }
 }
 
-/// Pairs the point events of one (hop, attempt number) in time order: a start opens an
-/// attempt, an end closes the oldest open one. An end with nothing open is an attempt seen
-/// only finishing; its start comes from upstream.
-fn pair_points(events: &[&Event], out: &mut Normalized, pending_start: &mut Vec<Attempt>) {
-    let mut open: std::collections::VecDeque<Attempt> = Default::default();
-    for e in events {
+/// Pairs the point events of one hop in time order (a start before an end at the same
+/// instant): a start opens an attempt; an end with an attempt number closes the earliest
+/// open attempt with that number, an end without one the earliest open attempt. An end
+/// with nothing to close is an attempt seen only finishing; its start comes from upstream.
+fn pair_points(events: &mut [&Event], started: &mut Vec<Attempt>, finish_only: &mut Vec<Attempt>) {
+    let at = |e: &Event| match e.timing() {
+        Timing::Point { kind, at_ms } => (at_ms, kind != PointKind::Start),
+        Timing::Record { .. } => unreachable!("only point events are paired"),
+    };
+    // Stable: events at one instant keep their content order.
+    events.sort_by(|a, b| {
+        let (ta, end_a) = at(a);
+        let (tb, end_b) = at(b);
+        ta.total_cmp(&tb).then(end_a.cmp(&end_b))
+    });
+    // Open attempts by the order they were opened, and each number's open ones in order.
+    let mut open: BTreeMap<usize, Attempt> = BTreeMap::new();
+    let mut open_by_number: HashMap<u32, VecDeque<usize>> = HashMap::new();
+    for (seq, e) in events.iter().enumerate() {
         let Timing::Point { kind, at_ms } = e.timing() else {
             continue;
         };
         if kind == PointKind::Start {
-            open.push_back(attempt_from(e, at_ms, None));
+            if let Some(n) = e.attempt() {
+                open_by_number.entry(n).or_default().push_back(seq);
+            }
+            open.insert(seq, attempt_from(e, at_ms, None));
             continue;
         }
+        let closes = match e.attempt() {
+            Some(n) => open_by_number.get_mut(&n).and_then(VecDeque::pop_front),
+            None => open.first_key_value().map(|(&seq, _)| seq),
+        };
         let outcome = match kind {
             PointKind::Timeout => Some(Outcome::Timeout),
             PointKind::Cancel => Some(Outcome::Cancelled),
             _ => e.outcome,
         };
-        match open.pop_front() {
+        match closes.and_then(|seq| open.remove(&seq)) {
             Some(mut a) => {
+                if let (None, Some(n)) = (e.attempt(), a.attempt) {
+                    // The earliest open attempt is the first open one of its number too.
+                    open_by_number.get_mut(&n).and_then(VecDeque::pop_front);
+                }
                 a.finish_ms = Some(at_ms);
                 a.outcome = outcome.or(a.outcome);
                 merge_fields(&mut a, e);
-                out.attempts.push(a);
+                started.push(a);
             }
             None => {
                 let mut a = attempt_from(e, Millis::NAN, Some(at_ms));
                 a.outcome = outcome;
                 a.start_inferred = true;
-                pending_start.push(a);
+                finish_only.push(a);
             }
         }
     }
     // Starts with no end: still in flight when the trace ends.
-    out.attempts.extend(open);
+    started.extend(open.into_values());
 }
 
 /// Fields logged only on the end event (a status code, a retry-after hint) complete the
@@ -194,17 +277,6 @@ fn merge_fields(a: &mut Attempt, e: &Event) {
     a.delay_ms = a.delay_ms.or(f.delay_ms);
     a.retry_after_ms = a.retry_after_ms.or(f.retry_after_ms);
     a.effect |= f.effect;
-}
-
-/// The start of the same attempt (same attempt number, 1 when none is given) at the
-/// nearest upstream hop that has it.
-fn upstream_start(known: &[Attempt], a: &Attempt) -> Option<Millis> {
-    let number = a.attempt.unwrap_or(1);
-    known
-        .iter()
-        .filter(|u| u.hop < a.hop && u.attempt.unwrap_or(1) == number)
-        .max_by(|x, y| x.hop.cmp(&y.hop).then(y.start_ms.total_cmp(&x.start_ms)))
-        .map(|u| u.start_ms)
 }
 
 /// Event indexes grouped by operation (a counting sort): operation `op` owns
@@ -247,9 +319,10 @@ impl ByOperation {
 mod tests {
     use super::*;
 
+    /// A point event; attempt number 0 means none given.
     fn point(line: u32, hop: u16, attempt: u32, kind: PointKind, at_ms: f64) -> Event {
         let fields = crate::model::EventFields {
-            attempt: Some(attempt),
+            attempt: (attempt > 0).then_some(attempt),
             ..Default::default()
         };
         Event::new(
@@ -292,6 +365,95 @@ mod tests {
         );
         assert_eq!(got.attempts[0].outcome, Some(Outcome::Timeout));
         assert!(got.problems.is_empty());
+    }
+
+    fn spans(got: &Normalized) -> Vec<(u16, f64, Option<f64>)> {
+        got.attempts
+            .iter()
+            .map(|a| (a.hop, a.start_ms, a.finish_ms))
+            .collect()
+    }
+
+    #[test]
+    fn the_spec_trace_without_attempt_numbers_pairs_in_order() {
+        let got = normalize(vec![
+            point(1, 0, 0, PointKind::Start, 0.0),
+            point(2, 0, 0, PointKind::Timeout, 800.0),
+            point(3, 0, 0, PointKind::Start, 850.0),
+            point(4, 3, 0, PointKind::Finish, 1400.0),
+            point(5, 3, 0, PointKind::Finish, 2250.0),
+        ]);
+        assert_eq!(
+            spans(&got),
+            vec![
+                (0, 0.0, Some(800.0)),
+                (0, 850.0, None),
+                (3, 0.0, Some(1400.0)),
+                (3, 850.0, Some(2250.0))
+            ]
+        );
+        assert!(got.problems.is_empty());
+    }
+
+    #[test]
+    fn the_kth_finish_only_event_takes_the_start_of_the_kth_attempt_upstream() {
+        // Three caller attempts, the third still open; the gateway sees three finishes
+        // only, out of order in the input.
+        let got = normalize(vec![
+            point(6, 1, 0, PointKind::Finish, 990.0),
+            point(1, 0, 0, PointKind::Start, 0.0),
+            point(2, 0, 0, PointKind::Finish, 300.0),
+            point(3, 0, 0, PointKind::Start, 400.0),
+            point(4, 0, 0, PointKind::Cancel, 700.0),
+            point(5, 0, 0, PointKind::Start, 800.0),
+            point(7, 1, 0, PointKind::Finish, 250.0),
+            point(8, 1, 0, PointKind::Finish, 690.0),
+        ]);
+        let gateway: Vec<_> = spans(&got).into_iter().filter(|s| s.0 == 1).collect();
+        assert_eq!(
+            gateway,
+            vec![
+                (1, 0.0, Some(250.0)),
+                (1, 400.0, Some(690.0)),
+                (1, 800.0, Some(990.0))
+            ]
+        );
+    }
+
+    #[test]
+    fn an_end_without_a_number_closes_the_earliest_open_attempt() {
+        let got = normalize(vec![
+            point(1, 0, 0, PointKind::Start, 0.0),
+            point(2, 0, 0, PointKind::Start, 10.0),
+            point(3, 0, 0, PointKind::Finish, 50.0),
+            point(4, 0, 0, PointKind::Finish, 60.0),
+        ]);
+        assert_eq!(
+            spans(&got),
+            vec![(0, 0.0, Some(50.0)), (0, 10.0, Some(60.0))]
+        );
+    }
+
+    #[test]
+    fn an_inferred_start_passes_down_to_the_next_hop_by_number() {
+        // caller starts 1 and 2; the gateway and the dependency see finishes only.
+        let got = normalize(vec![
+            point(1, 0, 1, PointKind::Start, 0.0),
+            point(2, 0, 2, PointKind::Start, 500.0),
+            point(3, 1, 2, PointKind::Finish, 900.0),
+            point(4, 3, 0, PointKind::Finish, 100.0),
+            point(5, 3, 0, PointKind::Finish, 880.0),
+        ]);
+        let below: Vec<_> = spans(&got).into_iter().filter(|s| s.0 > 0).collect();
+        assert_eq!(
+            below,
+            vec![
+                (1, 500.0, Some(900.0)),
+                // Attempt 1 is not at the gateway: the caller's; attempt 2 is.
+                (3, 0.0, Some(100.0)),
+                (3, 500.0, Some(880.0))
+            ]
+        );
     }
 
     #[test]

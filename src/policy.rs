@@ -1,6 +1,6 @@
 //! The policy file (`--policy attempt-funnel.toml`): a repository's committed retry
-//! contract: failure conditions, per-hop attempt budgets, hops allowed to overlap (hedged
-//! reads), queue hops and burst parameters. Flags given on the command line override it.
+//! contract: failure conditions, per-hop attempt budgets and deadlines, hops allowed to
+//! overlap (hedged reads), queue hops and burst parameters. Flags given on the command line override it.
 //!
 //! ```toml
 //! hops = ["caller", "gateway", "consumer", "dependency"]
@@ -15,6 +15,9 @@
 //! [burst]
 //! window_ms = 50
 //! min_ops = 5
+//!
+//! [deadlines]
+//! caller = 2000
 //!
 //! [hop_map]
 //! checkout = "caller"
@@ -53,6 +56,9 @@ pub struct Policy {
     pub queue_hops: Option<Vec<String>>,
     #[serde(default)]
     pub burst: BurstPolicy,
+    /// Most time one line may take per hop, in ms, from its first attempt's start.
+    #[serde(default)]
+    pub deadlines: BTreeMap<String, f64>,
     /// Span service (or `service:kind`) → hop, or `-` for spans that are not attempts
     /// (OTLP and Zipkin input; docs/formats.md).
     #[serde(default)]
@@ -88,6 +94,15 @@ impl Policy {
                 "budgets.{hop} = 0: a budget counts the original attempt too, so it is at least 1"
             ));
         }
+        if let Some((hop, ms)) = self
+            .deadlines
+            .iter()
+            .find(|(_, ms)| !(ms.is_finite() && **ms > 0.0))
+        {
+            return Err(format!(
+                "deadlines.{hop} = {ms}: a deadline is a positive number of milliseconds"
+            ));
+        }
         if let Some(w) = self
             .burst
             .window_ms
@@ -112,6 +127,7 @@ impl Policy {
             .budgets
             .keys()
             .map(|hop| ("budgets", hop))
+            .chain(self.deadlines.keys().map(|hop| ("deadlines", hop)))
             .chain(self.allow_overlap.iter().map(|hop| ("allow_overlap", hop)))
             .chain(
                 self.queue_hops
@@ -175,6 +191,8 @@ mod tests {
             ("[budgets]\ngateway = 0", "budgets.gateway = 0"),
             ("[burst]\nwindow_ms = -5.0", "burst.window_ms = -5"),
             ("[burst]\nmin_ops = 1", "burst.min_ops = 1"),
+            ("[deadlines]\ncaller = 0", "deadlines.caller = 0"),
+            ("[deadlines]\ncaller = -2.5", "deadlines.caller = -2.5"),
         ];
         for (text, expected) in cases {
             let err = format!("{:#}", parse(text).unwrap_err());
@@ -190,6 +208,12 @@ mod tests {
         let err = format!("{:#}", p.check_hops(&hops).unwrap_err());
         assert!(
             err.contains("allow_overlap names unknown hop \"cache\""),
+            "{err}"
+        );
+        let p = parse("[deadlines]\nedge = 900").unwrap();
+        let err = format!("{:#}", p.check_hops(&hops).unwrap_err());
+        assert!(
+            err.contains("deadlines names unknown hop \"edge\""),
             "{err}"
         );
         let p = parse("[budgets]\nedge = 2").unwrap();

@@ -1,5 +1,5 @@
-//! The rules the analysis applies: the hop order, the attempt budgets, the hops where
-//! overlap is intended or lines are keyed by message, and the burst parameters. A leaf
+//! The rules the analysis applies: the hop order, the attempt budgets and deadlines, the
+//! hops where overlap is intended or lines are keyed by message, and the burst parameters. A leaf
 //! module: every stage reads these, and they depend on nothing but the model's units.
 
 use anyhow::{bail, Context, Result};
@@ -99,6 +99,9 @@ pub struct Rules {
     /// Hops whose lines are keyed by message ID (queue consumers), per hop index.
     pub queue_hops: Vec<bool>,
     pub burst: BurstParams,
+    /// The most time one line may take, from its first attempt's start, per hop index
+    /// (`None`: no deadline).
+    pub deadlines: Vec<Option<Millis>>,
 }
 
 impl Rules {
@@ -114,6 +117,7 @@ impl Rules {
                 window_ms: DEFAULT_BURST_WINDOW_MS,
                 min_ops: DEFAULT_BURST_MIN_OPS,
             },
+            deadlines: vec![None; n],
         }
     }
 
@@ -144,6 +148,24 @@ impl Rules {
         Ok(())
     }
 
+    /// Applies `HOP=MS` deadline settings (`--deadline`, the policy's `[deadlines]`).
+    pub fn set_deadlines(&mut self, flag: &str, specs: &[String]) -> Result<()> {
+        for spec in specs {
+            let (hop, ms) = spec.split_once('=').with_context(|| {
+                format!("{flag} {spec:?}: expected HOP=MS, e.g. --deadline caller=2000")
+            })?;
+            let index = self.hop_for_flag(flag, hop.trim())?;
+            let ms: Millis = ms
+                .trim()
+                .parse()
+                .ok()
+                .filter(|ms: &Millis| ms.is_finite() && *ms > 0.0)
+                .with_context(|| format!("{flag} {spec:?}: MS must be a positive number of milliseconds, e.g. --deadline {hop}=2000"))?;
+            self.deadlines[index as usize] = Some(ms);
+        }
+        Ok(())
+    }
+
     pub fn hop_for_flag(&self, flag: &str, hop: &str) -> Result<u16> {
         self.hops.index_of(hop).with_context(|| {
             format!(
@@ -151,5 +173,36 @@ impl Rules {
                 self.hops.names().join(", ")
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_are_set_per_hop_and_bad_ones_name_the_flag() {
+        let mut rules = Rules::new(HopOrder::default());
+        rules
+            .set_deadlines("--deadline", &["gateway=250.5".to_string()])
+            .expect("valid");
+        assert_eq!(rules.deadlines, vec![None, Some(250.5), None, None]);
+        for (spec, expected) in [
+            ("gateway", "expected HOP=MS"),
+            ("gateway=0", "positive number"),
+            ("gateway=inf", "positive number"),
+            ("edge=5", "unknown hop \"edge\""),
+        ] {
+            let err = format!(
+                "{:#}",
+                rules
+                    .set_deadlines("--deadline", &[spec.to_string()])
+                    .unwrap_err()
+            );
+            assert!(
+                err.contains("--deadline") && err.contains(expected),
+                "{spec}: {err}"
+            );
+        }
     }
 }

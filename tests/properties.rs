@@ -95,6 +95,23 @@ fn class_baseline() -> &'static Outcome {
     })
 }
 
+/// Point events without attempt numbers, which pair by their order in time: the lines whose
+/// order matters most to get right, and mixed records and point events.
+fn point_lines() -> &'static [String] {
+    static LINES: OnceLock<Vec<String>> = OnceLock::new();
+    LINES.get_or_init(|| {
+        ["point-events-unnumbered.jsonl", "mixed-forms.jsonl"]
+            .iter()
+            .flat_map(|name| fixture_lines(name))
+            .collect()
+    })
+}
+
+fn point_baseline() -> &'static Outcome {
+    static BASE: OnceLock<Outcome> = OnceLock::new();
+    BASE.get_or_init(|| outcome_of_shuffled("points-all.jsonl", point_lines()))
+}
+
 /// Analyses `lines` written in this order to one file.
 fn outcome_of_shuffled(name: &str, lines: &[String]) -> Outcome {
     let file = TempFile::new(name, lines.concat().as_bytes());
@@ -230,6 +247,17 @@ proptest! {
         let assignment = partition(incident_lines().len(), parts, seed);
         let got = outcome_of_split("incident-split", incident_lines(), parts, &assignment);
         assert_same(&got, incident_baseline())?;
+    }
+
+    #[test]
+    fn shuffling_or_splitting_unnumbered_point_events_changes_no_output(
+        parts in 1usize..=3,
+        seed in any::<u64>(),
+    ) {
+        let lines = shuffled(point_lines(), seed);
+        let assignment = partition(lines.len(), parts, seed ^ 0x5555_5555_5555_5555);
+        let got = outcome_of_split("points-split", &lines, parts, &assignment);
+        assert_same(&got, point_baseline())?;
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::rules::HopOrder;
 
 const EXAMPLE: &str = "--fail-on 'nested-retry > 0' or --fail-on 'overlap > 1%'";
 
-const FINDINGS: [FindingKind; 12] = [
+const FINDINGS: [FindingKind; 14] = [
     FindingKind::Retries,
     FindingKind::Redelivery,
     FindingKind::FanOut,
@@ -36,6 +36,8 @@ const FINDINGS: [FindingKind; 12] = [
     FindingKind::RetryWithoutDelay,
     FindingKind::RetryAfterNotHonoured,
     FindingKind::RetryAfterNotClamped,
+    FindingKind::AttemptAfterDeadline,
+    FindingKind::BackoffOverDeadline,
     FindingKind::DuplicateEffect,
     FindingKind::Unfinished,
     FindingKind::Orphan,

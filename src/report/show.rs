@@ -57,6 +57,12 @@ pub fn finding_text(finding: &str) -> String {
         "retry-after-not-clamped" => {
             format!("the {hop} waited out an over-long retry_after_ms instead of capping it")
         }
+        "attempt-after-deadline" => {
+            format!("a line at the {hop} started an attempt after its deadline had passed")
+        }
+        "backoff-over-deadline" => {
+            format!("the backoff delays of a line at the {hop} add up to more than its deadline")
+        }
         "duplicate-effect" => {
             format!("a side effect was committed more than once at the {hop}")
         }

@@ -1,0 +1,283 @@
+//! End-to-end tests of three rules, run through the binary on committed fixtures: the
+//! synchronized-burst rule on a retry wave that arrives in two sub-clusters and on a big
+//! jittered wave, point events paired in order when they carry no attempt number, and
+//! per-hop deadlines (see #12).
+
+mod common;
+
+use common::*;
+
+#[test]
+fn a_fixed_delay_wave_in_two_sub_clusters_is_one_burst_of_all_30_operations() {
+    let file = [fixture("bursts/two-sub-clusters.jsonl")];
+    let rows = by_id(analyze_rows(&file, &[]));
+    assert_eq!(rows.len(), 70);
+    for (id, row) in &rows {
+        if id.starts_with("w-") {
+            assert_eq!(row.class, "synchronized-burst", "{id}: {row:?}");
+            assert!(row.has_finding("burst@caller"), "{id}: {row:?}");
+        } else {
+            assert_eq!(row.class, "healthy", "{id}: {row:?}");
+            assert!(!row.has_finding("burst@caller"), "{id}: {row:?}");
+        }
+    }
+    let out = analyze(&["--format", "json", "fixtures/bursts/two-sub-clusters.jsonl"]);
+    out.expect_code(0);
+    let summary = decode_summary_value(&out.stdout);
+    let bursts = &summary["bursts"];
+    assert_eq!(bursts["count"], 1);
+    assert_eq!(bursts["operations"], 30);
+    let burst = &bursts["list"][0];
+    assert_eq!(burst["hop"], "caller");
+    assert_eq!(
+        (burst["start_ms"].as_f64(), burst["width_ms"].as_f64()),
+        (Some(10_500.0), Some(96.0))
+    );
+    assert_eq!(
+        (burst["retries"].as_u64(), burst["operations"].as_u64()),
+        (Some(30), Some(30))
+    );
+    assert_eq!(
+        (
+            burst["delay_min_ms"].as_f64(),
+            burst["delay_max_ms"].as_f64()
+        ),
+        (Some(500.0), Some(500.0))
+    );
+    assert_eq!(burst["expected_retries"].as_f64(), Some(1.0));
+    assert!(
+        burst["p_value"].as_f64().is_some_and(|p| p < 1e-6),
+        "{burst}"
+    );
+}
+
+#[test]
+fn the_two_sub_cluster_wave_is_one_burst_for_any_window_wider_than_its_gap() {
+    // The wave is 96 ms wide; before rule v2 only a window of about 100 ms found all of it.
+    // Its sub-clusters are 38 ms apart: any wider window joins them into one burst.
+    let file = [fixture("bursts/two-sub-clusters.jsonl")];
+    for window in ["40", "50", "100", "150"] {
+        let summary = analyze_summary(&file, &["--burst-window", window]);
+        assert_eq!(summary.bursts.count, 1, "--burst-window {window}");
+        assert_eq!(summary.bursts.operations, 30, "--burst-window {window}");
+    }
+    // A narrower one finds the two sub-clusters as two bursts, of all 30 operations still.
+    let summary = analyze_summary(&file, &["--burst-window", "30"]);
+    assert_eq!(summary.bursts.count, 2);
+    assert_eq!(summary.bursts.operations, 30);
+    assert_eq!(summary.class_count("synchronized-burst"), 30);
+}
+
+#[test]
+fn a_big_wave_retried_with_full_jitter_is_no_burst() {
+    let file = [fixture("bursts/jittered-wave.jsonl")];
+    let summary = analyze_summary(&file, &[]);
+    assert_eq!(summary.operations, 2000);
+    assert_eq!(summary.bursts.count, 0, "{:?}", summary.bursts);
+    assert_eq!(summary.class_count("healthy"), 2000);
+}
+
+#[test]
+fn the_burst_fixtures_are_what_their_script_writes() {
+    // The fixtures are committed; the script that made them must still make them, so that
+    // their description (fixtures/README.md) is the script's.
+    let script = std::fs::read_to_string(fixture("bursts/make.py")).expect("make.py");
+    for name in ["two-sub-clusters.jsonl", "jittered-wave.jsonl"] {
+        assert!(script.contains(name), "make.py does not write {name}");
+        let lines = fixture_lines(&format!("bursts/{name}"));
+        assert!(lines.iter().all(|l| l.contains("\"hop\":\"caller\"")));
+    }
+}
+
+#[test]
+fn the_spec_trace_without_attempt_numbers_is_overlap_of_550_ms_like_with_them() {
+    let numbered = analyze_rows(&[fixture("logfmt-trace.logfmt")], &[]);
+    let unnumbered = analyze_rows(&[fixture("logfmt-trace-unnumbered.logfmt")], &[]);
+    assert_eq!(unnumbered.len(), 1);
+    let op = &unnumbered[0];
+    assert_eq!(op.class, "overlap");
+    assert_eq!(op.overlap_ms, 550.0);
+    assert_eq!(
+        op.findings,
+        ["retries@caller", "unfinished@caller", "overlap@dependency"]
+    );
+    assert_eq!(numbered, unnumbered);
+}
+
+#[test]
+fn show_draws_the_unnumbered_trace_with_the_starts_taken_from_the_kth_caller_attempt() {
+    let out = run(&["show", "op-17", "fixtures/logfmt-trace-unnumbered.logfmt"]);
+    out.expect_code(0);
+    let text = out.stdout_text();
+    assert!(text.contains("op-17 — overlap"), "{text}");
+    assert!(text.contains("dependency: 850–1400 ms (550 ms)"), "{text}");
+}
+
+#[test]
+fn unnumbered_finish_only_events_pair_with_the_kth_upstream_attempt_in_any_line_order() {
+    // Three caller attempts (timeout, timeout, ok) and three gateway attempts seen only
+    // finishing: each gateway attempt runs under the caller attempt of its number.
+    let lines = [
+        "operation=op-9 event=start t_ms=0",
+        "operation=op-9 event=client-timeout t_ms=300",
+        "operation=op-9 event=start t_ms=400",
+        "operation=op-9 event=client-timeout t_ms=700",
+        "operation=op-9 event=start t_ms=800",
+        "operation=op-9 event=client-finish t_ms=1000",
+        "operation=op-9 hop=gateway event=finish t_ms=350",
+        "operation=op-9 hop=gateway event=finish t_ms=750",
+        "operation=op-9 hop=gateway event=finish t_ms=990",
+    ];
+    let forward = TempFile::new("pairs.logfmt", (lines.join("\n") + "\n").as_bytes());
+    let mut reversed: Vec<&str> = lines.to_vec();
+    reversed.reverse();
+    let backward = TempFile::new("pairs-rev.logfmt", (reversed.join("\n") + "\n").as_bytes());
+    let a = analyze_rows(&[forward.path()], &[]);
+    let b = analyze_rows(&[backward.path()], &[]);
+    assert_eq!(a, b);
+    let op = &a[0];
+    // Each gateway attempt outlives its caller attempt by 50 ms, while the next caller
+    // attempt starts 100 ms after the timeout: no two gateway attempts overlap. Taking
+    // every start from the first caller attempt would make them all overlap.
+    assert_eq!(op.attempts_at("caller"), 3);
+    assert_eq!(op.attempts_at("gateway"), 3);
+    assert_eq!(op.overlap_ms, 0.0, "{op:?}");
+    assert_eq!(op.class, "healthy", "{op:?}");
+    assert_eq!(op.first_multiplying_hop.as_deref(), Some("caller"));
+}
+
+#[test]
+fn deadlines_find_late_attempts_and_backoff_adding_up_past_them() {
+    let file = [fixture("deadlines.jsonl")];
+    let without = by_id(analyze_rows(&file, &[]));
+    assert!(without.values().all(|r| r.findings == ["retries@caller"]));
+    let rows = by_id(analyze_rows(&file, &["--deadline", "caller=1000"]));
+    assert!(rows.values().all(|r| r.class == "healthy"), "{rows:?}");
+    assert_eq!(
+        rows["d-1"].findings,
+        [
+            "retries@caller",
+            "attempt-after-deadline@caller",
+            "backoff-over-deadline@caller"
+        ]
+    );
+    assert_eq!(
+        rows["d-2"].findings,
+        ["retries@caller", "attempt-after-deadline@caller"]
+    );
+    assert_eq!(rows["d-3"].findings, ["retries@caller"]);
+    // A deadline at one hop says nothing about the others.
+    let elsewhere = by_id(analyze_rows(&file, &["--deadline", "gateway=1"]));
+    assert_eq!(elsewhere, without);
+}
+
+#[test]
+fn a_deadline_comes_from_the_policy_and_a_flag_overrides_it() {
+    let policy = TempFile::new("deadline.toml", b"[deadlines]\ncaller = 1000\n");
+    let policy_arg = policy.path().to_str().expect("utf-8 temp path");
+    let file = [fixture("deadlines.jsonl")];
+    let rows = by_id(analyze_rows(&file, &["--policy", policy_arg]));
+    assert!(rows["d-2"].has_finding("attempt-after-deadline@caller"));
+    let rows = by_id(analyze_rows(
+        &file,
+        &["--policy", policy_arg, "--deadline", "caller=5000"],
+    ));
+    assert!(rows.values().all(|r| r.findings == ["retries@caller"]));
+}
+
+#[test]
+fn deadline_findings_gate_like_every_finding() {
+    let run = analyze(&[
+        "--deadline",
+        "caller=1000",
+        "--fail-on",
+        "backoff-over-deadline > 0",
+        "--fail-on",
+        "attempt-after-deadline@caller > 50%",
+        "fixtures/deadlines.jsonl",
+    ]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains("backoff-over-deadline > 0") && run.stderr.contains("d-1"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("attempt-after-deadline@caller > 50%"),
+        "{}",
+        run.stderr
+    );
+    let passes = analyze(&[
+        "--deadline",
+        "caller=2000",
+        "--fail-on",
+        "attempt-after-deadline > 0",
+        "fixtures/deadlines.jsonl",
+    ]);
+    passes.expect_code(0);
+}
+
+#[test]
+fn deadline_findings_are_shown_in_every_report_format() {
+    let args = ["--deadline", "caller=1000", "fixtures/deadlines.jsonl"];
+    for format in ["table", "markdown", "html", "csv", "json"] {
+        let mut all = vec!["--format", format];
+        all.extend(args);
+        let out = analyze(&all);
+        out.expect_code(0);
+        let text = out.stdout_text();
+        for finding in [
+            "attempt-after-deadline@caller",
+            "backoff-over-deadline@caller",
+        ] {
+            assert!(text.contains(finding), "{format}: no {finding} in\n{text}");
+        }
+    }
+    let out = run(&[
+        "show",
+        "d-1",
+        "--deadline",
+        "caller=1000",
+        "fixtures/deadlines.jsonl",
+    ]);
+    out.expect_code(0);
+    let text = out.stdout_text();
+    assert!(
+        text.contains("backoff-over-deadline@caller")
+            && text.contains("add up to more than its deadline"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_bad_deadline_is_a_usage_error_naming_the_flag_or_key() {
+    for (args, expected) in [
+        (vec!["--deadline", "caller"], "expected HOP=MS"),
+        (vec!["--deadline", "caller=0"], "positive number"),
+        (vec!["--deadline", "caller=soon"], "positive number"),
+        (vec!["--deadline", "cache=100"], "unknown hop \"cache\""),
+    ] {
+        let mut all = args.clone();
+        all.push("fixtures/deadlines.jsonl");
+        let out = analyze(&all);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains("--deadline"),
+            "{args:?}: {}",
+            out.stderr
+        );
+        assert!(out.stderr.contains(expected), "{args:?}: {}", out.stderr);
+    }
+    let policy = TempFile::new("bad-deadline.toml", b"[deadlines]\ncaller = -1\n");
+    let out = analyze(&[
+        "--policy",
+        policy.path().to_str().expect("utf-8 temp path"),
+        "fixtures/deadlines.jsonl",
+    ]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("deadlines.caller = -1"),
+        "{}",
+        out.stderr
+    );
+}
