@@ -17,7 +17,7 @@ use crate::rules::Rules;
 /// Duplicate events named one by one before the rest are only counted.
 const DUPLICATES_LISTED: usize = 3;
 
-/// The result for one logical operation: the row of SPEC §4.
+/// The result for one logical operation: the row of docs/output.md.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperationResult {
     pub key: OperationKey,

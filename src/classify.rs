@@ -1,4 +1,4 @@
-//! Classify: the rules of SPEC §3 for one operation. From its attempt tree, finds where one
+//! Classify: the rules of docs/rules.md for one operation. From its attempt tree, finds where one
 //! became many (retries, redeliveries, fan-out per hop), overlap, budget breaches and retry
 //! hygiene; then, once bursts across operations are known, picks the class by precedence
 //! and keeps everything else as findings.
@@ -26,7 +26,7 @@ pub const RETRY_AFTER_TOLERANCE_MS: Millis = 5.0;
 /// common SDKs apply to Retry-After.
 pub const RETRY_AFTER_CLAMP_MS: Millis = 60_000.0;
 
-/// The class of an operation (SPEC §1), in SPEC's order.
+/// The class of an operation (docs/rules.md), in the order of docs/rules.md.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
 )]
@@ -334,7 +334,7 @@ impl OverlapSpan {
     }
 }
 
-/// Every overlap of the operation (SPEC §3), by hop, then line key, then time. Hops where a
+/// Every overlap of the operation (docs/rules.md), by hop, then line key, then time. Hops where a
 /// policy allows overlap have none. An operation's `overlap_ms` is the longest of these.
 pub fn overlap_spans(
     attempts: &[Attempt],
@@ -399,7 +399,7 @@ pub fn stretches_with_two_active(
     stretches
 }
 
-/// SPEC §3 precedence. `in_burst`: one of the operation's retries lies in a burst.
+/// The class precedence of docs/rules.md. `in_burst`: one of the operation's retries lies in a burst.
 pub fn classify(facts: &OperationFacts, in_burst: bool) -> Class {
     let Some(first) = facts.first_multiplying_hop else {
         return Class::Healthy;

@@ -5,12 +5,20 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// Exit codes of `analyze`, at the end of its `--help` (the numbers are `exit_codes.rs`).
+const ANALYZE_EXIT_CODES: &str = "Exit codes: 0 analysed and no threshold breached (or breached under --report-only); 1 a threshold breached; 2 usage, I/O or input error (bad input lines, unless --skip-invalid).";
+const SHOW_EXIT_CODES: &str =
+    "Exit codes: 0 shown; 2 usage, I/O or input error, or the operation is not in the input.";
+const CONVERT_EXIT_CODES: &str = "Exit codes: 0 converted; 2 usage, I/O or input error (bad input lines, unless --skip-invalid).";
+const WRITE_EXIT_CODES: &str = "Exit codes: 0 written; 2 usage or I/O error.";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "attempt-funnel",
     version,
+    propagate_version = true,
     about = "Finds the retry storms hidden in attempt logs: for every logical operation, the first hop where one request became many, and why.",
-    after_help = "Exit codes: 0 analysed and no threshold breached, 1 a threshold breached, 2 usage, I/O or input error."
+    after_help = "Exit codes: 0 analysed and no threshold breached, 1 a threshold breached, 2 usage, I/O or input error. Each command's --help lists its own."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -20,24 +28,77 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Classify every operation in attempt logs and print the summary.
+    #[command(after_help = ANALYZE_EXIT_CODES)]
     Analyze(AnalyzeArgs),
     /// Write synthetic attempt logs (JSON Lines, interleaved by time) with a chosen mix of
     /// shapes: to try the tool or a gate without logs of your own, or to benchmark it.
+    #[command(after_help = WRITE_EXIT_CODES)]
     Generate(GenerateArgs),
     /// Write the attempts read from any input (OTLP, Zipkin, JSON Lines, logfmt) as native
     /// JSON Lines attempt records, one per line: what the span mapping produced, ready for
     /// `analyze` or other tools.
+    #[command(after_help = CONVERT_EXIT_CODES)]
     Convert(ConvertArgs),
     /// Show one operation's attempt tree and timeline, with its class and findings.
+    #[command(after_help = SHOW_EXIT_CODES)]
     Show(ShowArgs),
     /// Replay the observed attempts under a candidate retry policy and compare: would it
     /// have stopped the storm, and what would it have cost? The gate applies to the
     /// replayed run. See docs/replay.md.
+    #[command(after_help = ANALYZE_EXIT_CODES)]
     Replay(ReplayArgs),
     /// Compare two runs (before and after a fix, a pull request against a baseline): each
     /// side is attempt logs or a summary saved with `analyze --format json`. `--fail-on`
     /// takes change conditions such as 'amplification@dependency increased > 10%'.
+    #[command(after_help = ANALYZE_EXIT_CODES)]
     Diff(DiffArgs),
+    /// Print a shell completion script to standard output, e.g.
+    /// `attempt-funnel completions bash > ~/.local/share/bash-completion/completions/attempt-funnel`.
+    #[command(after_help = WRITE_EXIT_CODES)]
+    Completions(CompletionsArgs),
+    /// Write the man pages, generated from these definitions: attempt-funnel.1 and one page
+    /// per command (attempt-funnel-analyze.1, …) into DIR.
+    #[command(hide = true, after_help = WRITE_EXIT_CODES)]
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Directory to write the pages into (created when missing).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+/// How the terminal reports look: colour, the table's characters.
+#[derive(Debug, Args)]
+pub struct StyleArgs {
+    /// When to colour class names and the gate's verdicts: 'auto' colours on a terminal
+    /// unless NO_COLOR is set (CLICOLOR_FORCE=1 colours even when piped); 'always' and
+    /// 'never' ignore both.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorArg::Auto)]
+    pub color: ColorArg,
+
+    /// Draw tables and trees with ASCII characters only (+, -, |), for terminals and logs
+    /// that cannot show box-drawing characters.
+    #[arg(long)]
+    pub ascii: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorArg {
+    /// Colour when writing to a terminal, unless NO_COLOR is set; CLICOLOR_FORCE forces it.
+    Auto,
+    /// Always colour.
+    Always,
+    /// Never colour.
+    Never,
 }
 
 #[derive(Debug, Args)]
@@ -65,8 +126,9 @@ pub struct InputOptions {
     /// Spans of a service are attempts at this hop, as SERVICE=HOP; SERVICE:KIND=HOP for
     /// spans of one kind only (client, server, producer, consumer, internal); HOP '-' means
     /// they are not attempts. Repeatable; overrides the policy's [hop_map]. Default: a
-    /// service named like a hop (api-gateway → gateway). See docs/formats.md.
-    #[arg(long = "hop", value_name = "SERVICE=HOP")]
+    /// service named like a hop (api-gateway → gateway). Formerly --hop-map. See
+    /// docs/formats.md.
+    #[arg(long = "hop-map", alias = "hop", value_name = "SERVICE=HOP")]
     pub hop_map: Vec<String>,
 
     /// Span attribute that holds the operation ID (e.g. http.request.header.idempotency-key);
@@ -157,13 +219,18 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub report_only: bool,
 
-    /// Write the gate's thresholds as JUnit XML to FILE (one test case per threshold).
+    /// Write the gate's thresholds as JUnit XML to FILE (one test case per threshold, and an
+    /// error when the run failed on its input). '-' is standard output, when the report goes
+    /// to --output FILE.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
 
     /// How many of the worst operations the summary lists with their funnels.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+
+    #[command(flatten)]
+    pub style: StyleArgs,
 }
 
 #[derive(Debug, Args)]
@@ -228,6 +295,9 @@ pub struct DiffArgs {
     /// How many of the worst operations each run's summary lists.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+
+    #[command(flatten)]
+    pub style: StyleArgs,
 }
 
 #[derive(Debug, Args)]
@@ -252,7 +322,8 @@ pub struct GenerateArgs {
     pub output: Option<PathBuf>,
 
     /// Also write 'operation_id,class' per operation to FILE: the class that `analyze`
-    /// gives it under the default rules, by construction.
+    /// gives it under the default rules, by construction. '-' is standard output, when the
+    /// events go to --output FILE.
     #[arg(long, value_name = "FILE")]
     pub expected: Option<PathBuf>,
 }
@@ -318,6 +389,9 @@ pub struct ShowArgs {
 
     #[command(flatten)]
     pub rules: RuleArgs,
+
+    #[command(flatten)]
+    pub style: StyleArgs,
 }
 
 #[cfg(test)]

@@ -7,8 +7,38 @@ use std::path::PathBuf;
 
 use crate::gate::condition::Condition;
 use crate::ingest::InputConfig;
-use crate::report::OutputFormat;
+use crate::report::{OutputFormat, Style};
 use crate::rules::Rules;
+
+/// Where an output goes: standard output (no flag, or `-`), or a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputTarget {
+    Stdout,
+    File(PathBuf),
+}
+
+impl OutputTarget {
+    /// `--output`, `--junit`, `--expected`: `-` is standard output, everywhere.
+    pub fn from_flag(path: PathBuf) -> OutputTarget {
+        if path.as_os_str() == "-" {
+            OutputTarget::Stdout
+        } else {
+            OutputTarget::File(path)
+        }
+    }
+
+    /// An optional output flag whose absence means standard output.
+    pub fn stdout_unless(path: Option<PathBuf>) -> OutputTarget {
+        path.map_or(OutputTarget::Stdout, OutputTarget::from_flag)
+    }
+
+    pub fn display(&self) -> String {
+        match self {
+            OutputTarget::Stdout => "<stdout>".to_string(),
+            OutputTarget::File(p) => p.display().to_string(),
+        }
+    }
+}
 
 /// The resolved configuration of `analyze`.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,7 +46,11 @@ pub struct AnalyzeConfig {
     pub input: InputConfig,
     pub rules: Rules,
     pub format: OutputFormat,
-    pub output: Option<PathBuf>,
+    pub output: OutputTarget,
+    /// How the table format is drawn.
+    pub style: Style,
+    /// Colour the gate's verdict lines on stderr.
+    pub stderr_color: bool,
     /// How many of the worst operations the summary lists.
     pub top: usize,
     pub gate: GateConfig,
@@ -27,6 +61,7 @@ pub struct AnalyzeConfig {
 pub struct ShowConfig {
     pub input: InputConfig,
     pub rules: Rules,
+    pub style: Style,
     pub operation_id: String,
     pub test_run_id: Option<String>,
 }
@@ -36,5 +71,6 @@ pub struct ShowConfig {
 pub struct GateConfig {
     pub conditions: Vec<Condition>,
     pub report_only: bool,
-    pub junit: Option<PathBuf>,
+    /// `--junit`: where the JUnit XML goes, when asked for.
+    pub junit: Option<OutputTarget>,
 }

@@ -1,5 +1,5 @@
 //! `attempt-funnel convert`: the attempts that ingest and normalize made of the input, as
-//! native JSON Lines attempt records (SPEC §2), one per line. For spans (OTLP, Zipkin) this
+//! native JSON Lines attempt records (docs/input.md), one per line. For spans (OTLP, Zipkin) this
 //! shows exactly what the mapping produced; for native input it pairs point events and
 //! fills in inferred starts. Analysing the output gives the same per-operation results as
 //! analysing the input.
@@ -19,6 +19,7 @@ use crate::ingest::Ingested;
 use crate::model::{Attempt, Millis, OperationKey, Outcome};
 use crate::normalize::{normalize_operation, ByOperation, Normalized};
 use crate::rules::HopOrder;
+use crate::words::counted;
 
 /// The converted records and what was wrong with the input.
 pub struct Converted {
@@ -29,7 +30,7 @@ pub struct Converted {
     pub span_stats: Option<SpanStats>,
 }
 
-/// One attempt record, keys in SPEC §2 order; absent values are left out.
+/// One attempt record, keys in the order of docs/input.md; absent values are left out.
 #[derive(Serialize)]
 struct Record<'a> {
     operation_id: &'a str,
@@ -161,8 +162,10 @@ pub fn span_note(stats: &SpanStats, records: u64) -> String {
     const GROUPS_SHOWN: usize = 6;
     let skipped: u64 = stats.skipped.values().sum();
     let mut note = format!(
-        "attempt-funnel: {} spans read, {} attempts, {} attempt records written",
-        stats.spans, stats.attempts, records
+        "attempt-funnel: {} read, {}, {} written",
+        counted(stats.spans, "span", "spans"),
+        counted(stats.attempts, "attempt", "attempts"),
+        counted(records, "attempt record", "attempt records"),
     );
     if skipped > 0 {
         let groups: Vec<String> = stats
@@ -187,7 +190,9 @@ pub fn span_note(stats: &SpanStats, records: u64) -> String {
             ""
         };
         note.push_str(&format!(
-            "; {skipped} spans are not attempts: {}{more} (see docs/formats.md)",
+            "; {} {} not attempts: {}{more} (see docs/formats.md)",
+            counted(skipped, "span", "spans"),
+            if skipped == 1 { "is" } else { "are" },
             groups.join(", ")
         ));
     }

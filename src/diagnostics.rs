@@ -7,6 +7,7 @@ use anyhow::{bail, Result};
 
 use crate::exit_codes;
 use crate::model::SourceRef;
+use crate::words::{count, counted, noun};
 
 /// Bad lines printed one by one before the rest are only counted.
 const ISSUES_SHOWN: usize = 10;
@@ -113,28 +114,64 @@ impl Diagnostics {
         &self.issues
     }
 
+    /// The bad lines as printed: the first [`ISSUES_SHOWN`], then a count of the rest.
+    pub fn shown_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .issues
+            .iter()
+            .take(ISSUES_SHOWN)
+            .map(|i| i.to_string())
+            .collect();
+        if self.issues.len() > ISSUES_SHOWN {
+            let rest = (self.issues.len() - ISSUES_SHOWN) as u64;
+            lines.push(format!(
+                "… and {} more {}",
+                count(rest),
+                noun(rest, "bad line", "bad lines")
+            ));
+        }
+        lines
+    }
+
+    /// `7 bad input lines: the verdict covers the good lines only` when the run failed on
+    /// its input: bad lines that `--skip-invalid` did not accept.
+    pub fn failure(&self) -> Option<String> {
+        if self.issues.is_empty() || self.policy == BadInputPolicy::Skip {
+            return None;
+        }
+        Some(format!(
+            "{}: the verdict covers the good lines only",
+            self.counted()
+        ))
+    }
+
+    /// `1 bad input line`, `7 bad input lines`.
+    fn counted(&self) -> String {
+        counted(
+            self.issues.len() as u64,
+            "bad input line",
+            "bad input lines",
+        )
+    }
+
     /// Prints the bad lines to stderr and returns the exit code they call for.
     pub fn report(&self) -> i32 {
-        let issues = &self.issues;
-        if issues.is_empty() {
+        if self.issues.is_empty() {
             return exit_codes::SUCCESS;
         }
         if self.policy == BadInputPolicy::Skip {
             eprintln!(
-                "attempt-funnel: skipped {} bad input lines (--skip-invalid)",
-                issues.len()
+                "attempt-funnel: skipped {} (--skip-invalid)",
+                self.counted()
             );
             return exit_codes::SUCCESS;
         }
-        for issue in issues.iter().take(ISSUES_SHOWN) {
-            eprintln!("{issue}");
-        }
-        if issues.len() > ISSUES_SHOWN {
-            eprintln!("… and {} more bad lines", issues.len() - ISSUES_SHOWN);
+        for line in self.shown_lines() {
+            eprintln!("{line}");
         }
         eprintln!(
-            "attempt-funnel: {} bad input lines; the report covers the good lines only (fix them, or pass --skip-invalid to accept this)",
-            issues.len()
+            "attempt-funnel: {}; the report covers the good lines only (fix them, or pass --skip-invalid to accept this)",
+            self.counted()
         );
         exit_codes::ERROR
     }

@@ -1,4 +1,4 @@
-//! The exit codes are a contract with CI scripts (SPEC §5).
+//! The exit codes are a contract with CI scripts (docs/ci.md).
 
 /// Analysed, and no threshold breached.
 pub const SUCCESS: i32 = 0;

@@ -1,10 +1,10 @@
 //! Generate: synthetic attempt logs for trying the tool, testing a gate and benchmarking
 //! (`attempt-funnel generate`). Seeded and byte-reproducible; every operation classifies
-//! under the default rules (SPEC §3) as the shape it was generated from, and `--expected`
+//! under the default rules (docs/rules.md) as the shape it was generated from, and `--expected`
 //! writes that class per operation so tests can check the analyzer against it.
 //!
-//! The output is the native JSON Lines format (SPEC §2), one whole attempt per line, keys
-//! always in this order (the same as `gen_events.py` of the shared benchmark):
+//! The output is the native JSON Lines format (docs/input.md), one whole attempt per line, keys
+//! always in this order:
 //!
 //! ```text
 //! {"operation_id":"op-000123","test_run_id":"run-1","hop":"caller","attempt":1,"start_ms":1700000000123,"finish_ms":1700000000456,"outcome":"ok","target":"sku-42","message_id":"msg-000123"}
@@ -36,11 +36,12 @@ use anyhow::{bail, Result};
 use crate::burst::{ln_poisson_tail, BURST_P_VALUE, MIN_BACKGROUND_RETRIES, NEIGHBOUR_WINDOWS};
 use crate::classify::Class;
 use crate::rules::{DEFAULT_BURST_MIN_OPS, DEFAULT_BURST_WINDOW_MS};
+use crate::words::noun;
 
-/// Timestamps start here (2023-11-14T22:13:20Z), like `gen_events.py`.
+/// Timestamps start here (2023-11-14T22:13:20Z): epoch milliseconds, as real logs have.
 pub const BASE_MS: u64 = 1_700_000_000_000;
 
-/// Mean time between operation arrivals (exponential gaps), as in `gen_events.py`. A mix
+/// Mean time between operation arrivals (exponential gaps). A mix
 /// with many over-budget operations spreads them further apart (see [`Plan`]).
 pub const MEAN_GAP_MS: f64 = 2.0;
 
@@ -90,7 +91,7 @@ pub struct Options {
     pub mix: Mix,
 }
 
-/// How an operation is generated. Each shape classifies as one class (SPEC §3).
+/// How an operation is generated. Each shape classifies as one class (docs/rules.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Shape {
     Healthy,
@@ -138,7 +139,7 @@ impl Shape {
         }
     }
 
-    /// Accepts the shape names, the class names and `gen_events.py`'s spellings.
+    /// Accepts the shape names, the class names, and `_` for `-`.
     fn parse(name: &str) -> Option<Shape> {
         let name = name.trim().replace('_', "-");
         if name == "synchronized-burst" {
@@ -159,7 +160,7 @@ pub struct Mix {
 }
 
 impl Default for Mix {
-    /// The mix of `gen_events.py`: a mostly healthy load test with each kind of storm.
+    /// A mostly healthy load test with each kind of storm.
     fn default() -> Self {
         Mix {
             weights: [70.0, 8.0, 7.0, 5.0, 5.0, 5.0, 0.0],
@@ -437,11 +438,14 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// One line for stderr, like `gen_events.py`'s.
+    /// One line for stderr.
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "attempt-funnel: generated {} operations, {} attempt lines (",
-            self.ops, self.lines
+            "attempt-funnel: generated {} {}, {} {} (",
+            self.ops,
+            noun(self.ops, "operation", "operations"),
+            self.lines,
+            noun(self.lines, "attempt line", "attempt lines"),
         );
         for (i, shape) in Shape::ALL.iter().enumerate() {
             let sep = if i == 0 { "" } else { ", " };

@@ -1,5 +1,5 @@
 //! Group: rebuilds one operation's attempt tree. Links every attempt to the upstream
-//! attempt that caused it and splits the attempts under each parent into lines (SPEC §3).
+//! attempt that caused it and splits the attempts under each parent into lines (docs/rules.md).
 
 use crate::model::{Attempt, Millis, Sym};
 use crate::rules::Rules;
@@ -92,7 +92,7 @@ pub fn line_key(a: &Attempt, rules: &Rules) -> LineKey {
     }
 }
 
-/// SPEC §3 parent rule: `parent_id` → `span_id`; else the latest upstream attempt whose
+/// The parent rule of docs/rules.md: `parent_id` → `span_id`; else the latest upstream attempt whose
 /// interval contains this attempt's start; else the latest upstream attempt that started
 /// before it. Upstream means the nearest hop before this one that has attempts.
 fn link_parents(attempts: &[Attempt], trace_end_ms: Millis) -> Vec<Parent> {

@@ -18,6 +18,7 @@ mod group;
 mod ingest;
 mod model;
 mod normalize;
+mod paint;
 mod policy;
 mod profile;
 mod replay;
@@ -26,6 +27,7 @@ mod rules;
 mod select;
 mod summary;
 mod timeline;
+mod words;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -36,12 +38,12 @@ use clap::Parser;
 use crate::cli::{
     AnalyzeArgs, Cli, Command, ConvertArgs, FormatArg, InputArgs, InputFormatArg, ShowArgs,
 };
-use crate::config::{AnalyzeConfig, GateConfig, ShowConfig};
+use crate::config::{AnalyzeConfig, GateConfig, OutputTarget, ShowConfig};
 use crate::diagnostics::BadInputPolicy;
 use crate::gate::condition::{Condition, Origin};
 use crate::ingest::spans::mapping::SpanMapping;
 use crate::ingest::{InputConfig, InputFormat, InputPath};
-use crate::report::OutputFormat;
+use crate::report::{OutputFormat, Style};
 use crate::rules::{HopOrder, Rules};
 
 /// mimalloc: millions of small per-operation allocations from several threads are its
@@ -83,6 +85,75 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Show(args) => show(show_config(args)?),
         Command::Replay(args) => replay(args),
         Command::Diff(args) => diff(args),
+        Command::Completions(args) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(
+                args.shell,
+                &mut command,
+                "attempt-funnel",
+                &mut std::io::stdout().lock(),
+            );
+            Ok(exit_codes::SUCCESS)
+        }
+        Command::Man(args) => man(&args.dir),
+    }
+}
+
+/// `man DIR`: the man pages, generated from the clap definitions.
+fn man(dir: &Path) -> Result<i32> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("could not create '{}'", dir.display()))?;
+    let command = <Cli as clap::CommandFactory>::command();
+    clap_mangen::generate_to(command, dir)
+        .with_context(|| format!("could not write the man pages to '{}'", dir.display()))?;
+    eprintln!(
+        "attempt-funnel: man pages written to '{}' (read one with: man {}/attempt-funnel.1)",
+        dir.display(),
+        dir.display()
+    );
+    Ok(exit_codes::SUCCESS)
+}
+
+/// `--color`: `always` and `never` as said; `auto` colours a terminal unless `NO_COLOR` is
+/// set to anything but the empty string, and colours anything when `CLICOLOR_FORCE` is set
+/// to anything but `0` (NO_COLOR wins: it is the user's own refusal).
+fn wants_color(
+    choice: cli::ColorArg,
+    terminal: bool,
+    no_color: Option<std::ffi::OsString>,
+    clicolor_force: Option<std::ffi::OsString>,
+) -> bool {
+    let refused = no_color.is_some_and(|v| !v.is_empty());
+    let forced = clicolor_force.is_some_and(|v| !v.is_empty() && v != "0");
+    match choice {
+        cli::ColorArg::Always => true,
+        cli::ColorArg::Never => false,
+        cli::ColorArg::Auto => !refused && (forced || terminal),
+    }
+}
+
+fn color_for(choice: cli::ColorArg, terminal: bool) -> bool {
+    wants_color(
+        choice,
+        terminal,
+        std::env::var_os("NO_COLOR"),
+        std::env::var_os("CLICOLOR_FORCE"),
+    )
+}
+
+/// The terminal reports' style for output to `target`: fitted to the terminal's width and
+/// coloured only when that output is the terminal.
+fn style(args: &cli::StyleArgs, target: &OutputTarget) -> Style {
+    let terminal = *target == OutputTarget::Stdout && std::io::stdout().is_terminal();
+    Style {
+        width: if terminal {
+            terminal_size::terminal_size_of(std::io::stdout())
+                .map(|(terminal_size::Width(w), _)| usize::from(w))
+        } else {
+            None
+        },
+        color: color_for(args.color, terminal),
+        ascii: args.ascii,
     }
 }
 
@@ -93,15 +164,15 @@ fn generate(args: cli::GenerateArgs) -> Result<i32> {
         seed: args.seed,
         mix: generate::Mix::parse(&args.mix)?,
     };
-    let create = |path: &Path| {
-        std::fs::File::create(path)
-            .with_context(|| format!("could not create '{}'", path.display()))
-    };
-    let out: Box<dyn Write> = match args.output.as_deref() {
-        Some(p) if p != Path::new("-") => Box::new(create(p)?),
-        _ => Box::new(std::io::stdout().lock()),
-    };
-    let expected = args.expected.as_deref().map(create).transpose()?;
+    let output = OutputTarget::stdout_unless(args.output);
+    let expected = args.expected.map(OutputTarget::from_flag);
+    if output == OutputTarget::Stdout && expected == Some(OutputTarget::Stdout) {
+        anyhow::bail!(
+            "--expected - and the events would both go to standard output: give the events --output FILE, e.g. -o events.jsonl --expected -"
+        );
+    }
+    let out = open_output(&output)?;
+    let expected = expected.as_ref().map(open_output).transpose()?;
     let stats =
         generate::generate(&opts, out, expected).context("could not write the generated events")?;
     eprintln!("{}", stats.summary());
@@ -118,20 +189,55 @@ fn convert(args: ConvertArgs) -> Result<i32> {
     let input = input_config(args.input, &rules, &policy)?;
     let ingested = ingest::read_inputs(&input, &rules.hops)?;
     let converted = convert::convert(ingested, &rules.hops)?;
-    write_output(args.output.as_deref(), &converted.bytes)?;
+    write_output(&OutputTarget::stdout_unless(args.output), &converted.bytes)?;
     if let Some(stats) = &converted.span_stats {
         eprintln!("{}", convert::span_note(stats, converted.records));
     }
     if converted.duplicate_events > 0 {
         eprintln!(
-            "attempt-funnel: {} exact duplicate events written once",
-            converted.duplicate_events
+            "attempt-funnel: {} written once",
+            plural(
+                converted.duplicate_events,
+                "exact duplicate event",
+                "exact duplicate events"
+            )
         );
     }
     Ok(converted.diagnostics.report())
 }
 
+/// `analyze`. The gate's verdict, its exit code and the JUnit file depend on the input and
+/// the conditions only: a reader of the report that stops reading (`| head`) changes none of
+/// them, and a run that stops on an error still leaves a JUnit file that says so.
 fn analyze(config: AnalyzeConfig) -> Result<i32> {
+    let (junit, report_only) = (config.gate.junit.clone(), config.gate.report_only);
+    junit_on_error(junit, report_only, analyze_run(config))
+}
+
+/// A run that stopped on an error still writes its `--junit` file, saying so.
+fn junit_on_error(
+    junit: Option<OutputTarget>,
+    report_only: bool,
+    result: Result<i32>,
+) -> Result<i32> {
+    result.inspect_err(|err| {
+        if let Some(target) = &junit {
+            let failed = gate::RunError {
+                message: "the run stopped on an error before the gate".to_string(),
+                detail: format!("attempt-funnel: {err:#}"),
+            };
+            let xml = gate::junit_xml(
+                &gate::GateReport::without_conditions(report_only),
+                Some(&failed),
+            );
+            // The error itself is what the run reports; a JUnit file that cannot be written
+            // either adds nothing to it.
+            let _ = write_output(target, xml.as_bytes());
+        }
+    })
+}
+
+fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
     let mut stages = profile::Stages::from_env();
     let ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
     stages.mark("ingest");
@@ -156,38 +262,41 @@ fn analyze(config: AnalyzeConfig) -> Result<i32> {
         verdict.as_ref(),
         &analysis,
         &config.rules,
+        &config.style,
     )?;
-    write_output(config.output.as_deref(), &bytes)?;
+    let code = conclude(&bytes, verdict.as_ref(), &config, &[&analysis]);
     stages.mark("report");
-    conclude(verdict.as_ref(), &config.gate, &[&analysis])
+    code
 }
 
-/// The end of a run that may gate: the JUnit file, the gate's lines, duplicate events and
-/// bad input lines on stderr, and the exit code they add up to.
+/// The end of a run that may gate: the JUnit file, the report, the gate's lines, duplicate
+/// events and bad input lines on stderr, and the exit code they add up to. `analyses`: the
+/// runs read from input (both sides of a `diff`).
 fn conclude(
+    bytes: &[u8],
     verdict: Option<&gate::GateReport>,
-    config: &GateConfig,
+    config: &AnalyzeConfig,
     analyses: &[&analysis::Analysis],
 ) -> Result<i32> {
-    let mut code = exit_codes::SUCCESS;
-    if let Some(path) = &config.junit {
+    // The JUnit file first: it must not depend on the report's reader.
+    if let Some(target) = &config.gate.junit {
         // Written even without conditions, so that the CI step uploading it finds it.
-        let empty = gate::GateReport {
-            passed: true,
-            report_only: config.report_only,
-            thresholds: Vec::new(),
-        };
         if verdict.is_none() {
             eprintln!(
                 "attempt-funnel: --junit: no failure conditions (give --fail-on, or fail_on in the --policy file); '{}' has no test cases",
-                path.display()
+                target.display()
             );
         }
-        std::fs::write(path, gate::junit_xml(verdict.unwrap_or(&empty)))
-            .with_context(|| format!("could not write '{}'", path.display()))?;
+        let empty = gate::GateReport::without_conditions(config.gate.report_only);
+        let input = analyses.iter().find_map(|a| input_error(&a.diagnostics));
+        let xml = gate::junit_xml(verdict.unwrap_or(&empty), input.as_ref());
+        ignore_closed_pipe(write_output(target, xml.as_bytes()))?;
     }
+    // A closed stdout ends the report, not the run: the verdict and the exit code follow.
+    let report_written = ignore_closed_pipe(write_output(&config.output, bytes));
+    let mut code = exit_codes::SUCCESS;
     if let Some(report) = verdict {
-        for line in gate::log_lines(report) {
+        for line in gate::log_lines(report, config.stderr_color) {
             eprintln!("{line}");
         }
         if !report.passed && !report.report_only {
@@ -197,8 +306,12 @@ fn conclude(
     for analysis in analyses {
         if analysis.duplicate_events > 0 {
             eprintln!(
-                "attempt-funnel: {} exact duplicate events counted once ({}{})",
-                analysis.duplicate_events,
+                "attempt-funnel: {} counted once ({}{})",
+                plural(
+                    analysis.duplicate_events,
+                    "exact duplicate event",
+                    "exact duplicate events"
+                ),
                 analysis.duplicate_examples.join(", "),
                 if analysis.duplicate_events > analysis.duplicate_examples.len() as u64 {
                     ", …"
@@ -210,6 +323,7 @@ fn conclude(
         // An input error outranks a breach: the verdict was reached on incomplete input.
         code = code.max(analysis.diagnostics.report());
     }
+    report_written?;
     Ok(code)
 }
 
@@ -242,7 +356,15 @@ fn hops_for(args: &AnalyzeArgs) -> Result<HopOrder> {
 
 /// `replay`: the observed run and the same run replayed under the candidate, through the
 /// same analysis; the comparison report; the gate on the replayed run.
-fn replay(mut args: cli::ReplayArgs) -> Result<i32> {
+fn replay(args: cli::ReplayArgs) -> Result<i32> {
+    let (junit, report_only) = (
+        args.analyze.junit.clone().map(OutputTarget::from_flag),
+        args.analyze.report_only,
+    );
+    junit_on_error(junit, report_only, replay_run(args))
+}
+
+fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
     let hops = hops_for(&args.analyze)?;
     let changes = change_conditions(&mut args.analyze.fail_on, &hops)?;
     let (candidate_path, seed) = (args.candidate.clone(), args.seed);
@@ -307,9 +429,9 @@ fn replay(mut args: cli::ReplayArgs) -> Result<i32> {
         Some(&observed),
         Some(&replayed),
         rules,
+        &config.style,
     )?;
-    write_output(config.output.as_deref(), &bytes)?;
-    conclude(comparison.gate.as_ref(), &config.gate, &[&observed])
+    conclude(&bytes, comparison.gate.as_ref(), &config, &[&observed])
 }
 
 /// One side of `diff`, as read.
@@ -392,6 +514,14 @@ fn diff_side(
 /// `diff`: two runs (attempt logs or saved summaries), the comparison report, and the gate
 /// with change conditions.
 fn diff(args: cli::DiffArgs) -> Result<i32> {
+    let (junit, report_only) = (
+        args.junit.clone().map(OutputTarget::from_flag),
+        args.report_only,
+    );
+    junit_on_error(junit, report_only, diff_run(args))
+}
+
+fn diff_run(args: cli::DiffArgs) -> Result<i32> {
     let mut analyze_args = AnalyzeArgs {
         input: InputArgs {
             files: Vec::new(),
@@ -404,6 +534,7 @@ fn diff(args: cli::DiffArgs) -> Result<i32> {
         report_only: args.report_only,
         junit: args.junit,
         top: args.top,
+        style: args.style,
     };
     let hops = hops_for(&analyze_args)?;
     let changes = change_conditions(&mut analyze_args.fail_on, &hops)?;
@@ -437,13 +568,13 @@ fn diff(args: cli::DiffArgs) -> Result<i32> {
         first.analysis(),
         second.analysis(),
         rules,
+        &config.style,
     )?;
-    write_output(config.output.as_deref(), &bytes)?;
     let analyses: Vec<&analysis::Analysis> = [first.analysis(), second.analysis()]
         .into_iter()
         .flatten()
         .collect();
-    conclude(comparison.gate.as_ref(), &config.gate, &analyses)
+    conclude(&bytes, comparison.gate.as_ref(), &config, &analyses)
 }
 
 /// `show`: the whole pipeline (bursts look across operations), keeping one operation's
@@ -464,16 +595,51 @@ fn show(config: ShowConfig) -> Result<i32> {
             config.operation_id
         );
     };
-    write_output(None, report::show(&view).as_bytes())?;
+    write_output(
+        &OutputTarget::Stdout,
+        report::show(&view, &config.style).as_bytes(),
+    )?;
     Ok(input_code)
 }
 
-fn write_output(path: Option<&Path>, bytes: &[u8]) -> Result<()> {
-    match path {
-        Some(p) if p != Path::new("-") => {
+/// `1 exact duplicate event`, `7 exact duplicate events`.
+fn plural(n: u64, singular: &str, plural: &str) -> String {
+    words::counted(n, singular, plural)
+}
+
+/// The run failed on its input when it has bad lines that `--skip-invalid` did not accept:
+/// the verdict covers the good lines only, and JUnit says so.
+fn input_error(diagnostics: &diagnostics::Diagnostics) -> Option<gate::RunError> {
+    diagnostics.failure().map(|message| gate::RunError {
+        message,
+        detail: diagnostics.shown_lines().join("\n"),
+    })
+}
+
+/// A reader that stopped reading (`| head`) is not an error of the run.
+fn ignore_closed_pipe(written: Result<()>) -> Result<()> {
+    match written {
+        Err(err) if is_broken_pipe(&err) => Ok(()),
+        other => other,
+    }
+}
+
+fn open_output(target: &OutputTarget) -> Result<Box<dyn Write>> {
+    Ok(match target {
+        OutputTarget::Stdout => Box::new(std::io::stdout().lock()),
+        OutputTarget::File(p) => Box::new(
+            std::fs::File::create(p)
+                .with_context(|| format!("could not create '{}'", p.display()))?,
+        ),
+    })
+}
+
+fn write_output(target: &OutputTarget, bytes: &[u8]) -> Result<()> {
+    match target {
+        OutputTarget::File(p) => {
             std::fs::write(p, bytes).with_context(|| format!("could not write '{}'", p.display()))
         }
-        _ => {
+        OutputTarget::Stdout => {
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(bytes)?;
             stdout.flush()?;
@@ -507,7 +673,7 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         .map(|(service, hop)| format!("{service}={hop}"))
         .collect();
     spans.add_hop_rules("policy [hop_map]", &from_policy, &rules.hops)?;
-    spans.add_hop_rules("--hop", &args.hop_map, &rules.hops)?;
+    spans.add_hop_rules("--hop-map", &args.hop_map, &rules.hops)?;
     for (flag, value) in [
         ("--operation-attribute", &args.operation_attribute),
         ("--run-attribute", &args.run_attribute),
@@ -651,7 +817,17 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
     if matches!(args.format, FormatArg::Parquet) {
         check_parquet_output(args.output.as_deref())?;
     }
+    let output = OutputTarget::stdout_unless(args.output);
+    let junit = args.junit.map(OutputTarget::from_flag);
+    if output == OutputTarget::Stdout && junit == Some(OutputTarget::Stdout) {
+        anyhow::bail!(
+            "--junit - and the report would both go to standard output: give the report --output FILE, e.g. --junit - --output report.txt"
+        );
+    }
+    let style = style(&args.style, &output);
     Ok(AnalyzeConfig {
+        stderr_color: color_for(args.style.color, std::io::stderr().is_terminal()),
+        style,
         input: input_config(args.input, &rules, &policy)?,
         format: match args.format {
             FormatArg::Table => OutputFormat::Table,
@@ -662,12 +838,12 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
             FormatArg::Parquet => OutputFormat::Parquet,
             FormatArg::Html => OutputFormat::Html,
         },
-        output: args.output,
+        output,
         top: args.top,
         gate: GateConfig {
             conditions: gate::condition::merge(from_policy, from_flags),
             report_only: args.report_only,
-            junit: args.junit,
+            junit,
         },
         rules,
     })
@@ -684,11 +860,42 @@ fn show_config(args: ShowArgs) -> Result<ShowConfig> {
         report_only: false,
         junit: None,
         top: 0,
+        style: args.style,
     })?;
     Ok(ShowConfig {
         input: resolved.input,
         rules: resolved.rules,
+        style: resolved.style,
         operation_id: args.operation_id,
         test_run_id: args.run,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cli::ColorArg::{Always, Auto, Never};
+
+    #[test]
+    fn color_follows_the_flag_then_no_color_then_clicolor_force_then_the_terminal() {
+        let set = |v: &str| Some(std::ffi::OsString::from(v));
+        let cases = [
+            (Auto, true, None, None, true),
+            (Auto, false, None, None, false),
+            (Auto, true, set("1"), None, false),
+            (Auto, true, set(""), None, true),
+            (Auto, false, None, set("1"), true),
+            (Auto, false, None, set("0"), false),
+            (Auto, false, set("1"), set("1"), false),
+            (Always, false, set("1"), None, true),
+            (Never, true, None, set("1"), false),
+        ];
+        for (choice, terminal, no_color, force, expected) in cases {
+            assert_eq!(
+                wants_color(choice, terminal, no_color.clone(), force.clone()),
+                expected,
+                "{choice:?} terminal={terminal} NO_COLOR={no_color:?} CLICOLOR_FORCE={force:?}"
+            );
+        }
+    }
 }

@@ -82,7 +82,7 @@ mod interner_tests {
     }
 }
 
-/// How an attempt ended, per SPEC §2: a named outcome or an HTTP status.
+/// How an attempt ended, per docs/input.md: a named outcome or an HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Outcome {
     Ok,
@@ -146,7 +146,7 @@ impl Outcome {
     }
 }
 
-/// The kind of a point event (SPEC §2): one instant in an attempt's life.
+/// The kind of a point event (docs/input.md): one instant in an attempt's life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PointKind {
     Start,

@@ -341,7 +341,7 @@ mod tests {
 
     #[test]
     fn pairs_the_spec_trace_and_takes_server_starts_from_the_caller() {
-        // SPEC §2: caller = hop 0, dependency = hop 3.
+        // The default hop order: caller = hop 0, dependency = hop 3.
         let got = normalize(vec![
             point(1, 0, 1, PointKind::Start, 0.0),
             point(2, 0, 1, PointKind::Timeout, 800.0),

@@ -51,7 +51,7 @@ pub struct Summary {
     /// The hop where the most operations first multiplied (the upstream one on a tie); null
     /// when no operation multiplied.
     pub main_multiplying_hop: Option<String>,
-    /// Every class, in SPEC order, with its count and share of operations.
+    /// Every class, in the order of docs/rules.md, with its count and share of operations.
     pub classes: Vec<ClassShare>,
     /// Operations per finding (`kind@hop`), most frequent first.
     pub findings: Vec<FindingCount>,
@@ -182,7 +182,7 @@ pub struct BurstReport {
     pub operation_ids: Vec<String>,
 }
 
-/// One operation as every per-operation format writes it (SPEC §4).
+/// One operation as every per-operation format writes it (docs/output.md).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct OperationRecord {
     pub test_run_id: Option<String>,

@@ -470,7 +470,7 @@ fn the_same_events_read_twice_are_counted_once() {
     run.expect_code(0);
     assert!(
         run.stderr
-            .contains("1947 exact duplicate events counted once (fixtures/incident.jsonl:1,"),
+            .contains("1,947 exact duplicate events counted once (fixtures/incident.jsonl:1,"),
         "duplicates not reported: {}",
         run.stderr
     );
@@ -585,7 +585,7 @@ fn json_summary_has_schema_version_1_and_class_counts_that_sum_to_the_operations
                 .map(|c| c.class.as_str())
                 .collect::<Vec<_>>(),
             CLASSES,
-            "every class, in SPEC order"
+            "every class, in the order of docs/rules.md"
         );
         assert_eq!(
             summary.classes.iter().map(|c| c.operations).sum::<u64>(),

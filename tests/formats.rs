@@ -277,7 +277,7 @@ fn unmapped_spans_are_reported_with_file_line_and_exit_2() {
     run.expect_code(2);
     assert!(
         run.stderr.contains(&format!(
-            "{GATEWAY}:1: span 2 (id a1c0000000000001) service \"checkout\" (client span) maps to no hop: map it with --hop checkout=HOP"
+            "{GATEWAY}:1: span 2 (id a1c0000000000001) service \"checkout\" (client span) maps to no hop: map it with --hop-map checkout=HOP"
         )),
         "{}",
         run.stderr
@@ -338,9 +338,9 @@ fn hop_flags_map_services_like_the_policy_and_can_choose_a_span_kind() {
     let by_flags = analyze(&[
         "--format",
         "jsonl",
-        "--hop",
+        "--hop-map",
         "checkout=caller",
-        "--hop",
+        "--hop-map",
         "inventory=dependency",
         GATEWAY,
     ]);
@@ -353,9 +353,9 @@ fn hop_flags_map_services_like_the_policy_and_can_choose_a_span_kind() {
     let ops = rows(
         &[GATEWAY],
         &[
-            "--hop",
+            "--hop-map",
             "api-gateway:server=gateway",
-            "--hop",
+            "--hop-map",
             "api-gateway:client=-",
         ],
     );
@@ -367,14 +367,14 @@ fn hop_flags_map_services_like_the_policy_and_can_choose_a_span_kind() {
 
 #[test]
 fn a_bad_hop_flag_is_a_usage_error_naming_the_known_hops() {
-    let run = analyze(&["--hop", "checkout=frontend", GATEWAY]);
+    let run = analyze(&["--hop-map", "checkout=frontend", GATEWAY]);
     run.expect_code(2);
     assert!(
-        run.stderr.contains("--hop \"checkout=frontend\": unknown hop \"frontend\"; known hops are caller, gateway, consumer, dependency"),
+        run.stderr.contains("--hop-map \"checkout=frontend\": unknown hop \"frontend\"; known hops are caller, gateway, consumer, dependency"),
         "{}",
         run.stderr
     );
-    let run = analyze(&["--hop", "checkout:sideways=caller", GATEWAY]);
+    let run = analyze(&["--hop-map", "checkout:sideways=caller", GATEWAY]);
     run.expect_code(2);
     assert!(
         run.stderr.contains("unknown span kind \"sideways\""),

@@ -1,4 +1,4 @@
-//! End-to-end tests of the CI gate (SPEC §5, issue #3): the real binary with `--fail-on`,
+//! End-to-end tests of the CI gate (docs/ci.md, issue #3): the real binary with `--fail-on`,
 //! `--policy`, `--report-only`, `--junit` and `--format json|markdown` on the fixtures
 //! described in `fixtures/README.md`, asserting exit codes, stderr text, the decoded `gate`
 //! object and the parsed JUnit XML.
@@ -371,7 +371,7 @@ const CASES: &[Case] = &[
         operations: 0,
         message: "measured 0, limit 0",
     },
-    // Unfinished attempts: SPEC §2's trace leaves caller attempt 2 in flight.
+    // Unfinished attempts: The logfmt trace's leaves caller attempt 2 in flight.
     Case {
         file: LOGFMT,
         condition: "unfinished-attempts > 0",
@@ -495,9 +495,9 @@ fn every_kind_of_threshold_passes_and_breaches_with_its_measured_value() {
         );
 
         let verdict = if case.breached {
-            "attempt-funnel: gate FAILED: 1 of 1 thresholds breached"
+            "attempt-funnel: gate FAILED: 1 of 1 threshold breached"
         } else {
-            "attempt-funnel: gate passed: 1 thresholds within limits"
+            "attempt-funnel: gate passed: 1 threshold within its limit"
         };
         let line = if case.breached {
             format!("  BREACHED {}: {}", case.condition, case.message)

@@ -17,7 +17,7 @@ use common::*;
 const ALL_SHAPES: &str =
     "healthy=40,nested-retry=10,fan-out=10,redelivery=10,overlap=10,burst=10,over-budget=10";
 
-/// The keys of every line, in the order `gen_events.py` writes them.
+/// The keys of every line, in the order `generate` writes them.
 const KEYS: [&str; 9] = [
     "operation_id",
     "test_run_id",

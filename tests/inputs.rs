@@ -4,6 +4,8 @@
 //! Lines file.
 
 mod common;
+#[path = "common/parquet.rs"]
+mod parquet;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -14,6 +16,7 @@ use std::process::{Command, Stdio};
 use polars::prelude::*;
 
 use common::*;
+use parquet::jsonl_to_parquet;
 
 const INCIDENT: &str = "fixtures/incident.jsonl";
 
@@ -83,74 +86,6 @@ fn assert_same_rows_as_the_jsonl<S: AsRef<OsStr>>(inputs: &[S], what: &str) {
         got == baseline(),
         "{what}: rows differ from the plain JSON Lines input"
     );
-}
-
-/// Writes JSON Lines as a Parquet file with one column per key, the way a user exporting
-/// the same events would: a column of integers where every value is an integer, of floats
-/// where every value is a number, of booleans where every value is a boolean, else strings.
-fn jsonl_to_parquet(jsonl: &[u8], out: &Path) {
-    let objects: Vec<serde_json::Map<String, serde_json::Value>> = std::str::from_utf8(jsonl)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("a JSON object per line"))
-        .collect();
-    let mut keys: Vec<String> = Vec::new();
-    for object in &objects {
-        for key in object.keys() {
-            if !keys.contains(key) {
-                keys.push(key.clone());
-            }
-        }
-    }
-    let columns: Vec<Column> = keys
-        .iter()
-        .map(|key| {
-            let values: Vec<Option<&serde_json::Value>> = objects
-                .iter()
-                .map(|o| o.get(key).filter(|v| !v.is_null()))
-                .collect();
-            let all =
-                |test: fn(&serde_json::Value) -> bool| values.iter().flatten().all(|v| test(v));
-            let name = key.as_str().into();
-            if all(serde_json::Value::is_i64) {
-                Column::new(
-                    name,
-                    values
-                        .iter()
-                        .map(|v| v.and_then(|v| v.as_i64()))
-                        .collect::<Vec<_>>(),
-                )
-            } else if all(serde_json::Value::is_number) {
-                Column::new(
-                    name,
-                    values
-                        .iter()
-                        .map(|v| v.and_then(|v| v.as_f64()))
-                        .collect::<Vec<_>>(),
-                )
-            } else if all(serde_json::Value::is_boolean) {
-                Column::new(
-                    name,
-                    values
-                        .iter()
-                        .map(|v| v.and_then(|v| v.as_bool()))
-                        .collect::<Vec<_>>(),
-                )
-            } else {
-                let text = |v: &serde_json::Value| match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                Column::new(name, values.iter().map(|v| v.map(text)).collect::<Vec<_>>())
-            }
-        })
-        .collect();
-    let mut frame = DataFrame::new_infer_height(columns).expect("a frame of the events");
-    let file = std::fs::File::create(out).expect("create the Parquet file");
-    ParquetWriter::new(file)
-        .finish(&mut frame)
-        .expect("write the Parquet file");
 }
 
 fn read_parquet(path: &Path) -> DataFrame {

@@ -1,5 +1,5 @@
 //! Property tests: the order of the input lines, and how they are spread over files, changes
-//! no classification and no number of the summary (SPEC §3 defines every rule over the set
+//! no classification and no number of the summary (docs/rules.md defines every rule over the set
 //! of events, not their order).
 //!
 //! Each case runs the real binary, so the case count is kept small.

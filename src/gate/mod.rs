@@ -9,8 +9,10 @@ use serde::Serialize;
 
 use crate::analysis::{Analysis, OperationResult};
 use crate::classify::FindingKind;
+use crate::paint::Tone;
 use crate::rules::HopOrder;
 use crate::summary::{display_operation_key, Summary};
+use crate::words::noun;
 use condition::{Condition, Metric, Origin};
 
 /// Operation IDs listed per breached threshold before the rest are only counted.
@@ -78,6 +80,17 @@ pub struct GateReport {
     /// Breaches are reported but do not fail the run (`--report-only`).
     pub report_only: bool,
     pub thresholds: Vec<ThresholdResult>,
+}
+
+impl GateReport {
+    /// The report of a gate with no conditions: what `--junit` writes without any.
+    pub fn without_conditions(report_only: bool) -> GateReport {
+        GateReport {
+            passed: true,
+            report_only,
+            thresholds: Vec::new(),
+        }
+    }
 }
 
 /// Evaluates every condition against the summary.
@@ -238,18 +251,37 @@ fn breaches(o: &OperationResult, c: &Condition, hop: Option<u16>) -> bool {
     }
 }
 
-/// The JUnit XML report: one test case per threshold, failures carrying the message.
-pub fn junit_xml(report: &GateReport) -> String {
+/// Why the gate's verdict cannot stand on its own: the run failed on its input (bad lines
+/// without `--skip-invalid`) or stopped on an error. JUnit shows it as an `<error>`, so a
+/// CI system does not read the thresholds alone as "all green".
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunError {
+    /// One line: what failed.
+    pub message: String,
+    /// The details (the first bad lines), as the text of the error element.
+    pub detail: String,
+}
+
+/// The JUnit XML report: one test case per threshold, failures carrying the message, and
+/// one errored test case `input` when the run failed on its input.
+pub fn junit_xml(report: &GateReport, run_error: Option<&RunError>) -> String {
     let failures = report.thresholds.iter().filter(|t| t.breached).count();
+    let errors = usize::from(run_error.is_some());
+    let tests = report.thresholds.len() + errors;
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     out += &format!(
-        "<testsuites name=\"attempt-funnel\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">\n",
-        report.thresholds.len()
+        "<testsuites name=\"attempt-funnel\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\">\n",
     );
     out += &format!(
-        "  <testsuite name=\"attempt-funnel gate\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">\n",
-        report.thresholds.len()
+        "  <testsuite name=\"attempt-funnel gate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\">\n",
     );
+    if let Some(e) = run_error {
+        out += &format!(
+            "    <testcase classname=\"attempt-funnel.input\" name=\"input\">\n      <error type=\"input\" message=\"{}\">{}</error>\n    </testcase>\n",
+            xml_escape(&e.message),
+            xml_escape(&e.detail),
+        );
+    }
     for t in &report.thresholds {
         out += &format!(
             "    <testcase classname=\"attempt-funnel.gate\" name=\"{}\"",
@@ -285,29 +317,41 @@ fn xml_escape(s: &str) -> String {
         .replace('\'', "&apos;")
 }
 
-/// The lines printed to stderr: the verdict, then one line per threshold.
-pub fn log_lines(report: &GateReport) -> Vec<String> {
+/// The lines printed to stderr: the verdict, then one line per threshold. With `color`, the
+/// verdict and each result word are coloured (green passed, red failed, yellow would fail).
+pub fn log_lines(report: &GateReport, color: bool) -> Vec<String> {
+    let passed = Tone::Good.paint_if(color, "passed");
+    let failed = Tone::Bad.paint_if(color, "FAILED");
+    let would_fail = Tone::Warning.paint_if(color, "would fail");
+    let ok = Tone::Good.paint_if(color, "ok");
+    let breached_word = Tone::Bad.paint_if(color, "BREACHED");
     let breached = report.thresholds.iter().filter(|t| t.breached).count();
+    let total = report.thresholds.len();
+    let thresholds = noun(total as u64, "threshold", "thresholds");
     let mut lines = vec![match (report.passed, report.report_only) {
-        (true, _) => format!("attempt-funnel: gate passed: {} thresholds within limits", report.thresholds.len()),
-        (false, false) => format!("attempt-funnel: gate FAILED: {breached} of {} thresholds breached", report.thresholds.len()),
+        (true, _) if total == 1 => format!("attempt-funnel: gate {passed}: 1 threshold within its limit"),
+        (true, _) => format!("attempt-funnel: gate {passed}: {total} thresholds within limits"),
+        (false, false) => format!("attempt-funnel: gate {failed}: {breached} of {total} {thresholds} breached"),
         (false, true) => format!(
-            "attempt-funnel: gate would fail: {breached} of {} thresholds breached (--report-only: not failing)",
-            report.thresholds.len()
+            "attempt-funnel: gate {would_fail}: {breached} of {total} {thresholds} breached (--report-only: not failing)"
         ),
     }];
     for t in &report.thresholds {
         if t.breached && t.operations > 0 {
             lines.push(format!(
-                "  BREACHED {}: {}; operations: {}",
+                "  {breached_word} {}: {}; operations: {}",
                 t.condition,
                 t.describe(),
                 t.operations_text()
             ));
         } else if t.breached {
-            lines.push(format!("  BREACHED {}: {}", t.condition, t.describe()));
+            lines.push(format!(
+                "  {breached_word} {}: {}",
+                t.condition,
+                t.describe()
+            ));
         } else {
-            lines.push(format!("  ok       {}: {}", t.condition, t.describe()));
+            lines.push(format!("  {ok}       {}: {}", t.condition, t.describe()));
         }
     }
     lines
@@ -336,9 +380,9 @@ mod tests {
             }],
         };
         assert_eq!(
-            log_lines(&report)[1],
+            log_lines(&report, false)[1],
             "  BREACHED amplification@caller < 1.5: measured 1.200 at caller, limit 1.500"
         );
-        assert!(!junit_xml(&report).contains("operations:"));
+        assert!(!junit_xml(&report, None).contains("operations:"));
     }
 }

@@ -1,4 +1,4 @@
-//! The native attempt-event fields (SPEC §2) as read from one line, before validation, and
+//! The native attempt-event fields (docs/input.md) as read from one line, before validation, and
 //! the one validation every line format goes through.
 //!
 //! JSON Lines and logfmt both fill a [`RawFields`]; [`RawFields::check`] turns it into a
@@ -73,7 +73,7 @@ impl Scalar<'_> {
     }
 }
 
-/// Every key SPEC §2 defines, each with its camelCase spelling (and a few spellings real
+/// Every key of docs/input.md, each with its camelCase spelling (and a few spellings real
 /// loggers use, such as logfmt's `operation=`). Unknown keys are ignored.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -142,7 +142,7 @@ pub struct CheckedLine<'a> {
 }
 
 impl<'a> RawFields<'a> {
-    /// Validates the line against SPEC §2. The error says what is wrong and the fix.
+    /// Validates the line against docs/input.md. The error says what is wrong and the fix.
     pub fn check(self, hops: &HopOrder) -> Result<CheckedLine<'a>, String> {
         let operation_id = match self.operation_id {
             Some(v) => text("operation_id", v)?,
@@ -194,7 +194,7 @@ impl<'a> RawFields<'a> {
                     }
                 };
                 // An explicit hop wins; otherwise the client-/server- prefix; otherwise the
-                // caller, as SPEC §2 says for a bare point event.
+                // caller, as docs/input.md says for a bare point event.
                 let hop = explicit_hop.or(prefix_hop).unwrap_or(hops.caller_index());
                 (hop, Timing::Point { kind, at_ms })
             }

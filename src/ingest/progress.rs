@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::words::counted;
+
 /// No line before a run has lasted this long: short runs (the usual case) print nothing.
 pub const FIRST_DRAW_AFTER: Duration = Duration::from_millis(500);
 
@@ -185,9 +187,9 @@ fn render(bytes: u64, total: Option<u64>, events: usize, operations: usize) -> S
         _ => size(bytes),
     };
     format!(
-        "attempt-funnel: read {read}, {} events, {} operations",
-        count(events as u64),
-        count(operations as u64)
+        "attempt-funnel: read {read}, {}, {}",
+        counted(events as u64, "event", "events"),
+        counted(operations as u64, "operation", "operations")
     )
 }
 
@@ -204,19 +206,6 @@ fn size(bytes: u64) -> String {
         unit += 1;
     }
     format!("{value:.1} {}", UNITS[unit])
-}
-
-/// `1623000` → `1,623,000`.
-fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -272,12 +261,12 @@ mod tests {
         );
         assert_eq!(
             render(512, None, 7, 1),
-            "attempt-funnel: read 512 B, 7 events, 1 operations"
+            "attempt-funnel: read 512 B, 7 events, 1 operation"
         );
     }
 
     #[test]
-    fn sizes_and_counts_are_readable() {
+    fn sizes_are_readable() {
         let sizes = [
             (0, "0 B"),
             (1023, "1023 B"),
@@ -287,15 +276,6 @@ mod tests {
         ];
         for (bytes, text) in sizes {
             assert_eq!(size(bytes), text);
-        }
-        let counts = [
-            (0, "0"),
-            (999, "999"),
-            (1000, "1,000"),
-            (1234567, "1,234,567"),
-        ];
-        for (n, text) in counts {
-            assert_eq!(count(n), text);
         }
     }
 

@@ -30,6 +30,7 @@ pub fn render(
     before: Option<&Analysis>,
     after: Option<&Analysis>,
     rules: &Rules,
+    style: &super::Style,
 ) -> anyhow::Result<Vec<u8>> {
     let verdict = verdict(c, rules);
     let rows = || -> anyhow::Result<(&Analysis, &Analysis)> {
@@ -41,7 +42,9 @@ pub fn render(
         }
     };
     Ok(match format {
-        OutputFormat::Table => super::table::draw(&verdict, &sections(c)).into_bytes(),
+        OutputFormat::Table => {
+            super::table::draw_report(&verdict, &sections(c), style).into_bytes()
+        }
         OutputFormat::Markdown => super::markdown::draw(
             match c.kind {
                 Kind::Replay => "attempt-funnel replay",

@@ -189,15 +189,15 @@ fn header(out: &mut String, s: &Summary) {
     out.push_str("<header>\n<h1>Retry storm report</h1>\n");
     out.push_str(&format!("<p class=\"lede\">{}</p>\n", esc(&headline(s))));
     let mut meta = format!(
-        "Input: {} — {} lines, {} events",
+        "Input: {} — {}, {}",
         esc(&s.input.files.join(", ")),
-        count(s.input.lines),
-        count(s.input.events)
+        counted(s.input.lines, "line", "lines"),
+        counted(s.input.events, "event", "events")
     );
     if s.input.bad_lines > 0 {
         meta.push_str(&format!(
-            ", <b>{} bad lines left out</b>",
-            count(s.input.bad_lines)
+            ", <b>{} left out</b>",
+            counted(s.input.bad_lines, "bad line", "bad lines")
         ));
     }
     if let Some(t) = &s.attempts_over_time {
@@ -680,11 +680,11 @@ fn timeline(out: &mut String, n: usize, t: &OperationTimeline, record: Option<&O
     out.push_str(&format!("<b>{}</b> ", esc(&id)));
     if let Some(r) = record {
         out.push_str(&format!(
-            "<span class=\"tag {}\">{}</span> · {} · {} attempts over {} ms{}",
+            "<span class=\"tag {}\">{}</span> · {} · {} over {} ms{}",
             class_css(r.class),
             r.class.name(),
             esc(&funnel_text(r)),
-            count(r.total_attempts),
+            counted(r.total_attempts, "attempt", "attempts"),
             millis(t.end_ms),
             if r.overlap_ms > 0.0 {
                 format!(" · overlap {} ms", millis(r.overlap_ms))

@@ -1,8 +1,11 @@
 //! The shared layout of the human-readable reports: the summary as titled sections of
 //! cells. The terminal table and Markdown differ only in how they draw these.
 
+use crate::classify::Class;
 use crate::gate::GateReport;
+pub use crate::paint::Tone;
 use crate::summary::{OperationRecord, Summary};
+pub use crate::words::{count, counted};
 
 /// One titled block of a report: a table, or lines of text when `headers` is empty.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,6 +20,74 @@ pub struct Section {
     /// markup or a link.
     pub code: Vec<bool>,
     pub notes: Vec<String>,
+    /// Shorter headers for a terminal too narrow for the full ones; same length as `headers`.
+    pub short_headers: Vec<String>,
+    /// Columns a narrow terminal drops, least important first.
+    pub drop_order: Vec<usize>,
+    /// The column whose cells are class names or verdicts, coloured on a terminal.
+    pub tone_column: Option<usize>,
+    /// The title's colour on a terminal (the gate's verdict).
+    pub title_tone: Option<Tone>,
+}
+
+/// The tone of a class name or of a gate result (`ok`, `BREACHED`) shown in a cell.
+pub fn tone_of(text: &str) -> Option<Tone> {
+    match text {
+        "ok" => Some(Tone::Good),
+        "BREACHED" => Some(Tone::Bad),
+        _ => Class::parse(text).map(|class| match class {
+            Class::Healthy => Tone::Good,
+            // Not retries: shapes to look at, not storms.
+            Class::FanOut | Class::Redelivery => Tone::Warning,
+            _ => Tone::Bad,
+        }),
+    }
+}
+
+/// Word-wraps `text` to lines of at most `width` characters, keeping its leading spaces;
+/// continuation lines start with `indent` spaces. A word longer than a line is split.
+pub fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
+    let width = width.max(indent + 8);
+    let lead = text.len() - text.trim_start_matches(' ').len();
+    let mut lines = Vec::new();
+    let mut line = " ".repeat(lead);
+    let mut len = lead;
+    // No word on the line yet: the next one needs no space before it.
+    let mut bare = true;
+    for word in text[lead..].split(' ') {
+        if word.is_empty() && bare {
+            continue;
+        }
+        let mut word: Vec<char> = word.chars().collect();
+        loop {
+            let sep = usize::from(!bare);
+            if len + sep + word.len() <= width {
+                if !bare {
+                    line.push(' ');
+                }
+                line.extend(word.iter());
+                len += sep + word.len();
+                bare = false;
+                break;
+            }
+            if !bare {
+                lines.push(std::mem::replace(&mut line, " ".repeat(indent)));
+                len = indent;
+                bare = true;
+                continue;
+            }
+            // The word alone is wider than a line: split it.
+            let room = width.saturating_sub(len).clamp(1, word.len());
+            line.extend(word.drain(..room));
+            lines.push(std::mem::replace(&mut line, " ".repeat(indent)));
+            len = indent;
+            if word.is_empty() {
+                break;
+            }
+        }
+    }
+    lines.push(line);
+    lines
 }
 
 impl Section {
@@ -33,7 +104,29 @@ impl Section {
             numeric: numeric.to_vec(),
             code: vec![false; numeric.len()],
             notes: vec![],
+            short_headers: headers.iter().map(|h| h.to_string()).collect(),
+            drop_order: vec![],
+            tone_column: None,
+            title_tone: None,
         }
+    }
+
+    /// Headers for a narrow terminal, in column order.
+    pub(super) fn short(mut self, headers: &[&str]) -> Section {
+        assert_eq!(headers.len(), self.headers.len(), "{}", self.title);
+        self.short_headers = headers.iter().map(|h| h.to_string()).collect();
+        self
+    }
+
+    /// The columns a narrow terminal drops, least important first.
+    pub(super) fn drop_first(mut self, columns: &[usize]) -> Section {
+        self.drop_order = columns.to_vec();
+        self
+    }
+
+    fn toned(mut self, column: usize) -> Section {
+        self.tone_column = Some(column);
+        self
     }
 
     pub(super) fn code_columns(mut self, columns: &[usize]) -> Section {
@@ -51,26 +144,12 @@ impl Section {
             numeric: vec![],
             code: vec![],
             notes,
+            short_headers: vec![],
+            drop_order: vec![],
+            tone_column: None,
+            title_tone: None,
         }
     }
-}
-
-/// A count with thin-space-free thousands separators: 1,234,567.
-pub fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
-/// `1 operation`, `2 operations`, `1,234 operations`.
-pub fn counted(n: u64, singular: &str, plural: &str) -> String {
-    format!("{} {}", count(n), if n == 1 { singular } else { plural })
 }
 
 pub fn percent(share: f64) -> String {
@@ -118,7 +197,7 @@ pub(super) fn gate_section(gate: &GateReport) -> Section {
         (false, false) => "FAILED",
         (false, true) => "would fail (report only)",
     };
-    Section::table(
+    let mut section = Section::table(
         &format!("Gate: {verdict}"),
         &["result", "condition", "measured", "operations"],
         &[false, false, false, false],
@@ -134,6 +213,13 @@ pub(super) fn gate_section(gate: &GateReport) -> Section {
             })
             .collect(),
     )
+    .toned(0);
+    section.title_tone = Some(match (gate.passed, gate.report_only) {
+        (true, _) => Tone::Good,
+        (false, false) => Tone::Bad,
+        (false, true) => Tone::Warning,
+    });
+    section
 }
 
 /// All sections of the summary, in reading order: the gate's verdict first, when there is
@@ -144,58 +230,68 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
         out.push(gate_section(gate));
     }
     let present: Vec<_> = s.hops.iter().filter(|h| h.attempts > 0).collect();
-    out.push(Section::table(
-        "Funnel per hop",
-        &[
-            "hop",
-            "attempts",
-            "amplification",
-            "originals",
-            "retries",
-            "redeliveries",
-            "retry success",
-            "p50 ms",
-            "p95 ms",
-            "p99 ms",
-            "first to multiply",
-        ],
-        &[
-            false, true, true, true, true, true, true, true, true, true, true,
-        ],
-        present
-            .iter()
-            .map(|h| {
-                vec![
-                    h.hop.clone(),
-                    count(h.attempts),
-                    format!("{:.2}×", h.amplification),
-                    count(h.originals),
-                    count(h.retries),
-                    count(h.redeliveries),
-                    opt(h.retry_success_rate, percent),
-                    opt(h.latency_ms.p50, millis),
-                    opt(h.latency_ms.p95, millis),
-                    opt(h.latency_ms.p99, millis),
-                    count(h.first_multiplying),
-                ]
-            })
-            .collect(),
-    ));
-    out.push(Section::table(
-        "Classes",
-        &["class", "operations", "share"],
-        &[false, true, true],
-        s.classes
-            .iter()
-            .map(|c| {
-                vec![
-                    c.class.name().to_string(),
-                    count(c.operations),
-                    percent(c.share),
-                ]
-            })
-            .collect(),
-    ));
+    out.push(
+        Section::table(
+            "Funnel per hop",
+            &[
+                "hop",
+                "attempts",
+                "amplification",
+                "originals",
+                "retries",
+                "redeliveries",
+                "retry success",
+                "p50 ms",
+                "p95 ms",
+                "p99 ms",
+                "first to multiply",
+            ],
+            &[
+                false, true, true, true, true, true, true, true, true, true, true,
+            ],
+            present
+                .iter()
+                .map(|h| {
+                    vec![
+                        h.hop.clone(),
+                        count(h.attempts),
+                        format!("{:.2}×", h.amplification),
+                        count(h.originals),
+                        count(h.retries),
+                        count(h.redeliveries),
+                        opt(h.retry_success_rate, percent),
+                        opt(h.latency_ms.p50, millis),
+                        opt(h.latency_ms.p95, millis),
+                        opt(h.latency_ms.p99, millis),
+                        count(h.first_multiplying),
+                    ]
+                })
+                .collect(),
+        )
+        .short(&[
+            "hop", "attempts", "ampl.", "orig.", "retries", "redeliv.", "retry ok", "p50", "p95",
+            "p99", "first×",
+        ])
+        .drop_first(&[7, 9, 5, 3, 6, 8, 4, 1]),
+    );
+    out.push(
+        Section::table(
+            "Classes",
+            &["class", "operations", "share"],
+            &[false, true, true],
+            s.classes
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.class.name().to_string(),
+                        count(c.operations),
+                        percent(c.share),
+                    ]
+                })
+                .collect(),
+        )
+        .toned(0),
+    );
     if !s.findings.is_empty() {
         out.push(
             Section::table(
@@ -226,10 +322,14 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
                 count(s.duplicate_effects)
             ),
             format!(
-                "Input: {} lines, {} bad, {} exact duplicate events counted once.",
-                count(s.input.lines),
+                "Input: {}, {} bad, {} counted once.",
+                counted(s.input.lines, "line", "lines"),
                 count(s.input.bad_lines),
-                count(s.input.duplicate_events)
+                counted(
+                    s.input.duplicate_events,
+                    "exact duplicate event",
+                    "exact duplicate events"
+                )
             ),
         ],
     ));
@@ -273,11 +373,22 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
                     ]
                 })
                 .collect(),
-        );
+        )
+        .short(&[
+            "hop",
+            "start ms",
+            "width",
+            "ops",
+            "retries",
+            "expected",
+            "backoff ms",
+            "since prev.",
+        ])
+        .drop_first(&[7, 5, 2, 4]);
         section.notes.push(format!(
-            "{} bursts holding {} operations{}.",
-            count(s.bursts.count),
-            count(s.bursts.operations),
+            "{} holding {}{}.",
+            counted(s.bursts.count, "burst", "bursts"),
+            counted(s.bursts.operations, "operation", "operations"),
             s.bursts
                 .median_interval_ms
                 .map_or(String::new(), |m| format!(
@@ -313,7 +424,10 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
                 })
                 .collect(),
         )
-        .code_columns(&[0, 4]),
+        .code_columns(&[0, 4])
+        .short(&["operation", "class", "first hop", "funnel", "findings"])
+        .drop_first(&[4, 2])
+        .toned(1),
     );
     out
 }
@@ -323,10 +437,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn wraps_words_to_the_width_with_a_hanging_indent() {
+        let cases: [(&str, usize, usize, &[&str]); 5] = [
+            ("short", 20, 2, &["short"]),
+            (
+                "one two three four",
+                9,
+                2,
+                &["one two", "  three", "  four"],
+            ),
+            ("abcdefghijklmnop qr", 10, 0, &["abcdefghij", "klmnop qr"]),
+            ("a  b", 10, 0, &["a  b"]),
+            ("  lead kept on", 10, 2, &["  lead", "  kept on"]),
+        ];
+        for (text, width, indent, expected) in cases {
+            assert_eq!(wrap(text, width, indent), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn every_class_and_gate_result_has_a_tone() {
+        for class in Class::ALL {
+            assert!(tone_of(class.name()).is_some(), "{}", class.name());
+        }
+        assert_eq!(tone_of("BREACHED"), Some(Tone::Bad));
+        assert_eq!(tone_of("caller"), None);
+    }
+
+    #[test]
     fn formats_counts_and_times_for_people() {
-        assert_eq!(count(0), "0");
-        assert_eq!(count(1234567), "1,234,567");
-        assert_eq!(count(999), "999");
         assert_eq!(percent(0.0126), "1.3%");
         assert_eq!(millis(550.0), "550");
         assert_eq!(millis(12.25), "12.2");

@@ -30,6 +30,18 @@ pub enum OutputFormat {
     Html,
 }
 
+/// How the terminal reports (`--format table`, `show`) are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Style {
+    /// The terminal's width in columns when stdout is a terminal: the tables drop their
+    /// least important columns and wrap cells to fit. `None` (piped) draws full width.
+    pub width: Option<usize>,
+    /// Colour class names and verdicts with ANSI escapes (`--color`).
+    pub color: bool,
+    /// ASCII characters only (`--ascii`).
+    pub ascii: bool,
+}
+
 /// The JSON document: the summary's fields, then the gate's verdict when conditions were
 /// given (`--format json`).
 #[derive(Serialize)]
@@ -48,9 +60,10 @@ pub fn render(
     gate: Option<&GateReport>,
     analysis: &Analysis,
     rules: &Rules,
+    style: &Style,
 ) -> anyhow::Result<Vec<u8>> {
     Ok(match format {
-        OutputFormat::Table => table::render(summary, gate).into_bytes(),
+        OutputFormat::Table => table::render(summary, gate, style).into_bytes(),
         OutputFormat::Json => {
             let mut out = serde_json::to_vec_pretty(&JsonReport { summary, gate })?;
             out.push(b'\n');
@@ -72,11 +85,28 @@ pub fn render_comparison(
     before: Option<&Analysis>,
     after: Option<&Analysis>,
     rules: &Rules,
+    style: &Style,
 ) -> anyhow::Result<Vec<u8>> {
-    compare::render(format, comparison, before, after, rules)
+    compare::render(format, comparison, before, after, rules, style)
 }
 
 /// `show`: one operation in the terminal.
-pub fn show(view: &OperationView) -> String {
-    show::render(view)
+pub fn show(view: &OperationView, style: &Style) -> String {
+    show::render(view, style)
+}
+
+/// `--ascii`: the report's box-drawing and typographic characters as ASCII, one character
+/// for one so that columns stay aligned.
+pub fn ascii(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '→' => '>',
+            '×' => 'x',
+            '–' | '—' | '−' | '─' => '-',
+            '│' | '├' => '|',
+            '└' => '`',
+            '…' => '~',
+            other => other,
+        })
+        .collect()
 }

@@ -3,13 +3,18 @@
 //! [`TIMELINE_COLUMNS`], its overlaps, bursts and findings. Formats an [`OperationView`];
 //! computes nothing.
 
-use super::layout::{count, funnel_text, millis};
+use super::layout::{count, counted, funnel_text, millis, tone_of, wrap};
+use super::Style;
 use crate::classify::{Class, Role};
 use crate::summary::OperationView;
 use crate::timeline::{OperationTimeline, TimelineAttempt};
 
 /// Width of the text timeline: fits beside a short label in a 100-column terminal.
 pub const TIMELINE_COLUMNS: usize = 60;
+
+/// The narrowest timeline drawn on a narrow terminal: below it, bars no longer tell
+/// attempts apart.
+const MIN_TIMELINE_COLUMNS: usize = 20;
 
 /// What a class means for the operation, after "class X:".
 pub fn class_reason(class: Class, first_hop: Option<&str>) -> String {
@@ -136,9 +141,8 @@ fn tree_prefixes(t: &OperationTimeline) -> Vec<String> {
 
 /// One attempt's bar: `=` while it ran, `#` while it overlapped another attempt of its
 /// line, `>` at the end of one still in flight when the trace ended.
-fn bar(t: &OperationTimeline, index: usize) -> String {
+fn bar(t: &OperationTimeline, index: usize, w: usize) -> String {
     let a = &t.attempts[index];
-    let w = TIMELINE_COLUMNS;
     let span = if t.end_ms > 0.0 { t.end_ms } else { 1.0 };
     let col = |ms: f64| ((ms / span * w as f64).floor().max(0.0) as usize).min(w - 1);
     let first = col(a.start_ms);
@@ -173,7 +177,41 @@ fn pad_left(text: &str, width: usize) -> String {
     format!("{}{text}", " ".repeat(width.saturating_sub(n)))
 }
 
-pub fn render(view: &OperationView) -> String {
+/// `show`'s text; on a terminal (`style.width`) the timeline narrows and long lines wrap.
+pub fn render(view: &OperationView, style: &Style) -> String {
+    let text = render_text(view, style);
+    let mut out = match style.width {
+        Some(width) => text
+            .lines()
+            .flat_map(|line| {
+                let indent = line.len() - line.trim_start().len();
+                wrap(line, width, indent + 2)
+            })
+            .fold(String::new(), |mut out, line| {
+                out.push_str(&line);
+                out.push('\n');
+                out
+            }),
+        None => text,
+    };
+    if style.ascii {
+        out = super::ascii(&out);
+    }
+    if style.color {
+        // The class on the first line.
+        let class = view.record.class.name();
+        if let Some(tone) = tone_of(class) {
+            out = out.replacen(
+                &format!(" — {class}\n"),
+                &format!(" — {}\n", tone.paint(class)),
+                1,
+            );
+        }
+    }
+    out
+}
+
+fn render_text(view: &OperationView, style: &Style) -> String {
     let r = &view.record;
     let t = &view.timeline;
     let mut out = String::new();
@@ -191,7 +229,11 @@ pub fn render(view: &OperationView) -> String {
         ),
         (
             "funnel",
-            format!("{} ({} attempts)", funnel_text(r), count(r.total_attempts)),
+            format!(
+                "{} ({})",
+                funnel_text(r),
+                counted(r.total_attempts, "attempt", "attempts")
+            ),
         ),
         (
             "time 0",
@@ -270,18 +312,23 @@ pub fn render(view: &OperationView) -> String {
         .map(|&i| attempt_label(&t.attempts[i as usize]))
         .collect();
     let short_w = short.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    // Label, space, two bars: the rest of a narrow terminal is the timeline.
+    let columns = style.width.map_or(TIMELINE_COLUMNS, |w| {
+        w.saturating_sub(short_w + 3)
+            .clamp(MIN_TIMELINE_COLUMNS, TIMELINE_COLUMNS)
+    });
     let left = "0 ms";
     let right = format!("{} ms", millis(t.end_ms));
     out.push_str(&format!(
         "{} {left}{}{right}\n",
         pad("", short_w),
-        " ".repeat((TIMELINE_COLUMNS + 2).saturating_sub(left.len() + right.chars().count()))
+        " ".repeat((columns + 2).saturating_sub(left.len() + right.chars().count()))
     ));
     for (&i, label) in t.tree_order.iter().zip(&short) {
         out.push_str(&format!(
             "{} |{}|\n",
             pad(label, short_w),
-            bar(t, i as usize)
+            bar(t, i as usize, columns)
         ));
     }
     out.push_str(&format!(

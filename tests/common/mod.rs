@@ -16,7 +16,7 @@ use serde::Deserialize;
 /// The binary under test, as cargo built it for this test run.
 pub const BIN: &str = env!("CARGO_BIN_EXE_attempt-funnel");
 
-/// Every class, in SPEC order.
+/// Every class, in the order of docs/rules.md.
 pub const CLASSES: [&str; 7] = [
     "healthy",
     "nested-retry",
@@ -123,7 +123,7 @@ pub fn analyze<S: AsRef<OsStr>>(args: &[S]) -> Run {
     run(&all)
 }
 
-/// One operation as `--format jsonl` writes it (SPEC §4).
+/// One operation as `--format jsonl` writes it (docs/output.md).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct OperationRow {
     pub test_run_id: Option<String>,

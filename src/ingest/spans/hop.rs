@@ -1,5 +1,5 @@
 //! Which spans are attempts, and at which hop (docs/formats.md, "Hops"): by the user's
-//! `--hop` rules, by a service named like a hop, and by the side of the call each hop
+//! `--hop-map` rules, by a service named like a hop, and by the side of the call each hop
 //! records.
 
 use super::attributes::MESSAGING_OPERATION_KEYS;
@@ -17,7 +17,7 @@ pub enum Skip {
     OtherSide,
     /// A messaging `receive` span: a poll; the `process` spans are the deliveries.
     Receive,
-    /// Mapped to `-` by `--hop` or `[hop_map]`.
+    /// Mapped to `-` by `--hop-map` or `[hop_map]`.
     MappedOut,
     /// Its direct children at the same hop and service are the attempts (a call span
     /// over per-try spans).
@@ -118,7 +118,7 @@ pub fn role(
         },
         None if service.is_empty() => {
             return Err(format!(
-                "has no service name (service.name), so no hop: set service.name, or map the span with --hop SERVICE=HOP (hops: {})",
+                "has no service name (service.name), so no hop: set service.name, or map the span with --hop-map SERVICE=HOP (hops: {})",
                 hops.names().join(", ")
             ))
         }
@@ -131,7 +131,7 @@ pub fn role(
                     format!("could be hop {}", candidates.join(" or "))
                 };
                 return Err(format!(
-                    "service \"{service}\" ({} span) {why}: map it with --hop {service}=HOP (hops: {}), or --hop {service}=- if its spans are not attempts",
+                    "service \"{service}\" ({} span) {why}: map it with --hop-map {service}=HOP (hops: {}), or --hop-map {service}=- if its spans are not attempts",
                     kind.name(),
                     hops.names().join(", ")
                 ));
@@ -188,7 +188,7 @@ mod tests {
         let hops = HopOrder::default();
         let mut m = mapping();
         m.add_hop_rules(
-            "--hop",
+            "--hop-map",
             &[
                 "checkout=caller".into(),
                 "inventory=dependency".into(),
@@ -247,7 +247,7 @@ mod tests {
             &hops,
         )
         .unwrap_err();
-        assert!(err.contains("--hop cart=HOP"), "{err}");
+        assert!(err.contains("--hop-map cart=HOP"), "{err}");
         let receive = span(
             SpanKind::Consumer,
             "billing-consumer",

@@ -1,4 +1,4 @@
-//! How spans (OTLP, Zipkin) become attempts, as the user configured it: the `--hop`
+//! How spans (OTLP, Zipkin) become attempts, as the user configured it: the `--hop-map`
 //! rules, the operation and run attributes, the queue hops (docs/formats.md).
 
 use anyhow::{bail, Context, Result};
@@ -24,7 +24,7 @@ impl SpanKind {
         SpanKind::Consumer,
     ];
 
-    /// The lower-case name used in `--hop SERVICE:KIND=HOP` and in messages.
+    /// The lower-case name used in `--hop-map SERVICE:KIND=HOP` and in messages.
     pub fn name(self) -> &'static str {
         match self {
             SpanKind::Internal => "internal",
@@ -42,7 +42,7 @@ impl SpanKind {
     }
 }
 
-/// One `--hop` / `[hop_map]` entry: the spans of `service` (of `kind` only, when given)
+/// One `--hop-map` / `[hop_map]` entry: the spans of `service` (of `kind` only, when given)
 /// are attempts at `hop`, or not attempts at all when `hop` is `None` (written `-`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HopRule {
@@ -81,7 +81,7 @@ impl SpanMapping {
         }
     }
 
-    /// Adds `SERVICE=HOP`, `SERVICE:KIND=HOP` or `SERVICE=-` rules (`--hop`, `[hop_map]`).
+    /// Adds `SERVICE=HOP`, `SERVICE:KIND=HOP` or `SERVICE=-` rules (`--hop-map`, `[hop_map]`).
     pub fn add_hop_rules(&mut self, flag: &str, specs: &[String], hops: &HopOrder) -> Result<()> {
         for spec in specs {
             let (left, hop) = spec.rsplit_once('=').with_context(|| {

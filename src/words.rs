@@ -1,0 +1,50 @@
+//! How counts are written for people: thousands separators, and the singular or the plural
+//! of the noun after a number ("1 line", "2 lines"). Every report and message uses these, so
+//! no output says "1 bursts".
+
+/// A count with comma thousands separators: `1,234,567`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// The noun that goes after `n`: `singular` for exactly one, else `plural`.
+pub fn noun<'a>(n: u64, singular: &'a str, plural: &'a str) -> &'a str {
+    if n == 1 {
+        singular
+    } else {
+        plural
+    }
+}
+
+/// `1 operation`, `2 operations`, `1,234 operations`.
+pub fn counted(n: u64, singular: &str, plural: &str) -> String {
+    format!("{} {}", count(n), noun(n, singular, plural))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_counts_with_separators_and_the_right_noun() {
+        let cases = [
+            (0, "0", "0 lines"),
+            (1, "1", "1 line"),
+            (999, "999", "999 lines"),
+            (1_000, "1,000", "1,000 lines"),
+            (1_234_567, "1,234,567", "1,234,567 lines"),
+        ];
+        for (n, plain, noun) in cases {
+            assert_eq!(count(n), plain);
+            assert_eq!(counted(n, "line", "lines"), noun);
+        }
+    }
+}
