@@ -86,13 +86,12 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Replay(args) => replay(args),
         Command::Diff(args) => diff(args),
         Command::Completions(args) => {
+            // Into a buffer first: clap_complete panics on a write error such as a closed
+            // pipe; write_output reports it instead.
+            let mut script = Vec::new();
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(
-                args.shell,
-                &mut command,
-                "attempt-funnel",
-                &mut std::io::stdout().lock(),
-            );
+            clap_complete::generate(args.shell, &mut command, "attempt-funnel", &mut script);
+            write_output(&OutputTarget::Stdout, &script)?;
             Ok(exit_codes::SUCCESS)
         }
         Command::Man(args) => man(&args.dir),

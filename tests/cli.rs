@@ -414,6 +414,10 @@ fn completions_for_bash_zsh_and_fish_generate() {
     }
     let run = common::run(&["completions", "tcsh"]);
     run.expect_code(2);
+    // Behind `| head -1` the script is cut short, quietly.
+    let run = run_with_closed_stdout(&["completions", "bash"]);
+    run.expect_code(0);
+    assert!(run.stderr.is_empty(), "{}", run.stderr);
 }
 
 #[test]

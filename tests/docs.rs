@@ -13,14 +13,14 @@
 //! stand-in data).
 
 mod common;
-#[path = "common/parquet.rs"]
-mod parquet;
+#[path = "common/encoded.rs"]
+mod encoded;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use common::*;
+use encoded::{gzip, jsonl_to_parquet, zstd};
 
 /// Commands that are not attempt-funnel's to run here, by their first words, and why.
 const NOT_RUN: [(&str, &str); 6] = [
@@ -145,16 +145,6 @@ fn documents() -> Vec<PathBuf> {
     docs
 }
 
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder.write_all(bytes).unwrap();
-    encoder.finish().unwrap()
-}
-
-fn zstd(bytes: &[u8]) -> Vec<u8> {
-    zstd::encode_all(bytes, 3).unwrap()
-}
-
 /// The scratch directory: `fixtures` and the stand-ins for the files the examples name.
 fn sandbox() -> TempFile {
     let dir = TempFile::reserve("docs-sandbox");
@@ -194,7 +184,7 @@ fn sandbox() -> TempFile {
     for (rel, bytes) in files {
         std::fs::write(at(rel), bytes).unwrap();
     }
-    parquet::jsonl_to_parquet(&incident, &at("events.parquet"));
+    jsonl_to_parquet(&incident, &at("events.parquet"));
     dir
 }
 

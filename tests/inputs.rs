@@ -4,8 +4,8 @@
 //! Lines file.
 
 mod common;
-#[path = "common/parquet.rs"]
-mod parquet;
+#[path = "common/encoded.rs"]
+mod encoded;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use polars::prelude::*;
 
 use common::*;
-use parquet::jsonl_to_parquet;
+use encoded::{gzip, jsonl_to_parquet, zstd};
 
 const INCIDENT: &str = "fixtures/incident.jsonl";
 
@@ -47,16 +47,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
     }
-}
-
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder.write_all(bytes).unwrap();
-    encoder.finish().unwrap()
-}
-
-fn zstd(bytes: &[u8]) -> Vec<u8> {
-    zstd::encode_all(bytes, 3).unwrap()
 }
 
 fn incident_bytes() -> Vec<u8> {

@@ -1,9 +1,21 @@
-//! Parquet inputs for the end-to-end tests that need one (`tests/inputs.rs`, the docs'
-//! examples in `tests/docs.rs`). Apart from `mod.rs` so that only they compile polars.
+//! Inputs in other encodings for the end-to-end tests that need them (`tests/inputs.rs`,
+//! the docs' examples in `tests/docs.rs`): gzip, zstd and Parquet. Apart from `mod.rs` so
+//! that only they compile polars.
 
+use std::io::Write;
 use std::path::Path;
 
 use polars::prelude::*;
+
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+pub fn zstd(bytes: &[u8]) -> Vec<u8> {
+    zstd::encode_all(bytes, 3).unwrap()
+}
 
 /// Writes JSON Lines as a Parquet file with one column per key, the way a user exporting
 /// the same events would: a column of integers where every value is an integer, of floats
