@@ -79,12 +79,29 @@ impl OperationResult {
 }
 
 /// The order of the worst operations: most attempts first, then the longest overlap, then
-/// the operation key. The summary's `worst_operations` and the kept timelines both use it.
+/// the operation key (asked for only on a tie). The summary's `worst_operations` and the
+/// kept timelines (which the HTML page links to by position) both sort by it.
+fn worst_order<K: Ord>(
+    (a_attempts, a_overlap_ms): (u64, Millis),
+    (b_attempts, b_overlap_ms): (u64, Millis),
+    keys: impl FnOnce() -> (K, K),
+) -> std::cmp::Ordering {
+    b_attempts
+        .cmp(&a_attempts)
+        .then(b_overlap_ms.total_cmp(&a_overlap_ms))
+        .then_with(|| {
+            let (a, b) = keys();
+            a.cmp(&b)
+        })
+}
+
+/// [`worst_order`] of two results.
 pub fn worst_first(a: &OperationResult, b: &OperationResult) -> std::cmp::Ordering {
-    b.total_attempts()
-        .cmp(&a.total_attempts())
-        .then(b.overlap_ms.total_cmp(&a.overlap_ms))
-        .then(a.key.cmp(&b.key))
+    worst_order(
+        (a.total_attempts(), a.overlap_ms),
+        (b.total_attempts(), b.overlap_ms),
+        || (&a.key, &b.key),
+    )
 }
 
 /// Which operations keep their attempts after the analysis, for timelines and `show`.
@@ -128,9 +145,9 @@ struct AttemptColumns {
     success: Vec<Option<bool>>,
 }
 
-pub const ROLE_ORIGINAL: u32 = 0;
-pub const ROLE_RETRY: u32 = 1;
-pub const ROLE_REDELIVERY: u32 = 2;
+pub const ROLE_ORIGINAL: u32 = Role::Original as u32;
+pub const ROLE_RETRY: u32 = Role::Retry as u32;
+pub const ROLE_REDELIVERY: u32 = Role::Redelivery as u32;
 
 /// The attempt table: one row per attempt (hop, start_ms, duration_ms with NaN for
 /// unfinished attempts, role, success), as a polars frame made of the workers' columns
@@ -154,14 +171,7 @@ impl AttemptTable {
         hop.into_no_null_iter()
             .zip(start.into_no_null_iter())
             .zip(role.into_no_null_iter())
-            .map(|((h, s), r)| {
-                let role = match r {
-                    ROLE_RETRY => Role::Retry,
-                    ROLE_REDELIVERY => Role::Redelivery,
-                    _ => Role::Original,
-                };
-                (h, s, role)
-            })
+            .map(|((h, s), r)| (h, s, Role::ALL[r as usize]))
     }
 
     fn from_parts(parts: Vec<AttemptColumns>) -> polars::prelude::PolarsResult<AttemptTable> {
@@ -634,10 +644,9 @@ fn choose_kept(pending: &[Pending], keep: &Keep, ingested: &Ingested) -> Vec<u32
                 )
             };
             let by_worst = |a: &&Pending, b: &&Pending| {
-                total(b)
-                    .cmp(&total(a))
-                    .then(b.overlap_ms.total_cmp(&a.overlap_ms))
-                    .then_with(|| key(a).cmp(&key(b)))
+                worst_order((total(a), a.overlap_ms), (total(b), b.overlap_ms), || {
+                    (key(a), key(b))
+                })
             };
             let mut all: Vec<&Pending> = pending.iter().collect();
             if *n < all.len() {
@@ -672,11 +681,7 @@ impl AttemptColumns {
         self.hop.push(u32::from(a.hop));
         self.start_ms.push(a.start_ms);
         self.duration_ms.push(a.duration_ms().unwrap_or(f64::NAN));
-        self.role.push(match role {
-            Role::Original => ROLE_ORIGINAL,
-            Role::Retry => ROLE_RETRY,
-            Role::Redelivery => ROLE_REDELIVERY,
-        });
+        self.role.push(role as u32);
         self.success.push(a.outcome.map(|o| o.is_success()));
     }
 }

@@ -3,11 +3,9 @@
 //! hygiene; then, once bursts across operations are known, picks the class by precedence
 //! and keeps everything else as findings.
 
-use serde::Serialize;
-
 use crate::group::{Parent, Tree};
-use crate::model::{Attempt, Millis};
-use crate::rules::Rules;
+use crate::model::{named_enum, Attempt, Millis};
+use crate::rules::{HopOrder, Rules};
 
 /// A retry that starts within this many ms of the previous attempt's end is back-to-back:
 /// less than any deliberate backoff, about one scheduler tick plus a local round trip.
@@ -26,85 +24,91 @@ pub const RETRY_AFTER_TOLERANCE_MS: Millis = 5.0;
 /// common SDKs apply to Retry-After.
 pub const RETRY_AFTER_CLAMP_MS: Millis = 60_000.0;
 
-/// The class of an operation (docs/rules.md), in the order of docs/rules.md.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Class {
-    Healthy,
-    NestedRetry,
-    FanOut,
-    Redelivery,
-    Overlap,
-    SynchronizedBurst,
-    OverBudget,
+named_enum! {
+    /// The class of an operation, in the order of precedence (docs/rules.md).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Class {
+        Healthy => "healthy",
+        NestedRetry => "nested-retry",
+        FanOut => "fan-out",
+        Redelivery => "redelivery",
+        Overlap => "overlap",
+        SynchronizedBurst => "synchronized-burst",
+        OverBudget => "over-budget",
+    }
 }
 
 impl Class {
-    pub const ALL: [Class; 7] = [
-        Class::Healthy,
-        Class::NestedRetry,
-        Class::FanOut,
-        Class::Redelivery,
-        Class::Overlap,
-        Class::SynchronizedBurst,
-        Class::OverBudget,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Class::Healthy => "healthy",
-            Class::NestedRetry => "nested-retry",
-            Class::FanOut => "fan-out",
-            Class::Redelivery => "redelivery",
-            Class::Overlap => "overlap",
-            Class::SynchronizedBurst => "synchronized-burst",
-            Class::OverBudget => "over-budget",
-        }
-    }
-
     pub fn parse(name: &str) -> Option<Class> {
         Class::ALL.into_iter().find(|c| c.name() == name)
     }
 }
 
-/// Something that holds for an operation, at a hop where it has one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum FindingKind {
-    Retries,
-    Redelivery,
-    FanOut,
-    Overlap,
-    Burst,
-    OverBudget,
-    RetryWithoutDelay,
-    RetryAfterNotHonoured,
-    RetryAfterNotClamped,
-    AttemptAfterDeadline,
-    BackoffOverDeadline,
-    DuplicateEffect,
-    Unfinished,
-    Orphan,
+named_enum! {
+    /// Something that holds for an operation, at a hop where it has one; the name is the one
+    /// used in reports and in `--fail-on`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum FindingKind {
+        Retries => "retries",
+        Redelivery => "redelivery",
+        FanOut => "fan-out",
+        Overlap => "overlap",
+        Burst => "burst",
+        OverBudget => "over-budget",
+        RetryWithoutDelay => "retry-without-delay",
+        RetryAfterNotHonoured => "retry-after-not-honoured",
+        RetryAfterNotClamped => "retry-after-not-clamped",
+        AttemptAfterDeadline => "attempt-after-deadline",
+        BackoffOverDeadline => "backoff-over-deadline",
+        DuplicateEffect => "duplicate-effect",
+        Unfinished => "unfinished",
+        Orphan => "orphan",
+    }
 }
 
 impl FindingKind {
-    pub fn name(self) -> &'static str {
+    /// What the finding means at `hop`, in a sentence (the reports' explanations; every
+    /// kind has one, as this match is exhaustive).
+    pub fn explain(self, hop: &str) -> String {
         match self {
-            FindingKind::Retries => "retries",
-            FindingKind::Redelivery => "redelivery",
-            FindingKind::FanOut => "fan-out",
-            FindingKind::Overlap => "overlap",
-            FindingKind::Burst => "burst",
-            FindingKind::OverBudget => "over-budget",
-            FindingKind::RetryWithoutDelay => "retry-without-delay",
-            FindingKind::RetryAfterNotHonoured => "retry-after-not-honoured",
-            FindingKind::RetryAfterNotClamped => "retry-after-not-clamped",
-            FindingKind::AttemptAfterDeadline => "attempt-after-deadline",
-            FindingKind::BackoffOverDeadline => "backoff-over-deadline",
-            FindingKind::DuplicateEffect => "duplicate-effect",
-            FindingKind::Unfinished => "unfinished",
-            FindingKind::Orphan => "orphan",
+            FindingKind::Retries => {
+                format!("the {hop} retried: a line there has more than one attempt")
+            }
+            FindingKind::Redelivery => format!("the queue redelivered a message to the {hop}"),
+            FindingKind::FanOut => {
+                format!("the {hop} addressed several distinct targets or messages under one parent")
+            }
+            FindingKind::Overlap => {
+                format!("two attempts of one line ran at the same time at the {hop}")
+            }
+            FindingKind::Burst => format!("a retry at the {hop} fell in a synchronized burst"),
+            FindingKind::OverBudget => {
+                format!("a line at the {hop} has more attempts than its budget")
+            }
+            FindingKind::RetryWithoutDelay => {
+                format!("the {hop} retried back-to-back after a fast failure")
+            }
+            FindingKind::RetryAfterNotHonoured => {
+                format!("a retry at the {hop} came sooner than the server's retry_after_ms")
+            }
+            FindingKind::RetryAfterNotClamped => {
+                format!("the {hop} waited out an over-long retry_after_ms instead of capping it")
+            }
+            FindingKind::AttemptAfterDeadline => {
+                format!("a line at the {hop} started an attempt after its deadline had passed")
+            }
+            FindingKind::BackoffOverDeadline => {
+                format!(
+                    "the backoff delays of a line at the {hop} add up to more than its deadline"
+                )
+            }
+            FindingKind::DuplicateEffect => {
+                format!("a side effect was committed more than once at the {hop}")
+            }
+            FindingKind::Unfinished => {
+                format!("an attempt at the {hop} never finished before the trace ended")
+            }
+            FindingKind::Orphan => format!("an attempt at the {hop} has no upstream parent"),
         }
     }
 }
@@ -116,13 +120,70 @@ pub struct Finding {
     pub hop: u16,
 }
 
-/// What an attempt is within its line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    Original,
-    Retry,
-    Redelivery,
+impl Finding {
+    /// The finding as reports carry it, with its hop's name.
+    pub fn label(&self, hops: &HopOrder) -> FindingLabel {
+        FindingLabel {
+            kind: self.kind,
+            hop: hops.name(self.hop).to_string(),
+        }
+    }
+}
+
+/// A finding with its hop's name: written `kind@hop` (e.g. `retries@gateway`) in every
+/// report, and serialized as that string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FindingLabel {
+    pub kind: FindingKind,
+    pub hop: String,
+}
+
+impl FindingLabel {
+    /// What it means, in a sentence.
+    pub fn explain(&self) -> String {
+        self.kind.explain(&self.hop)
+    }
+}
+
+impl std::fmt::Display for FindingLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.kind, self.hop)
+    }
+}
+
+impl serde::Serialize for FindingLabel {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+// Read back by `diff` from a saved summary.
+impl<'de> serde::Deserialize<'de> for FindingLabel {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let (kind, hop) = text.split_once('@').ok_or_else(|| {
+            serde::de::Error::custom(format!("finding \"{text}\" is not kind@hop"))
+        })?;
+        let kind = FindingKind::ALL
+            .into_iter()
+            .find(|k| k.name() == kind)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown finding \"{kind}\"")))?;
+        Ok(FindingLabel {
+            kind,
+            hop: hop.to_string(),
+        })
+    }
+}
+
+named_enum! {
+    /// What an attempt is within its line. A role's discriminant is its index in `ALL`:
+    /// the attempt table's `role` column and the timelines' series are indexed by it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Role {
+        Original => "original",
+        Retry => "retry",
+        Redelivery => "redelivery",
+    }
 }
 
 /// What the rules found at one hop of one operation.

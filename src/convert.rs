@@ -72,13 +72,9 @@ enum OutcomeValue {
 
 impl From<Outcome> for OutcomeValue {
     fn from(o: Outcome) -> Self {
-        match o {
-            Outcome::Ok => OutcomeValue::Name("ok"),
-            Outcome::Error => OutcomeValue::Name("error"),
-            Outcome::Timeout => OutcomeValue::Name("timeout"),
-            Outcome::Cancelled => OutcomeValue::Name("cancelled"),
-            Outcome::Rejected => OutcomeValue::Name("rejected"),
-            Outcome::Http(code) => OutcomeValue::Status(code),
+        match (o, o.name()) {
+            (Outcome::Http(code), _) => OutcomeValue::Status(code),
+            (_, name) => OutcomeValue::Name(name.unwrap_or_default()),
         }
     }
 }

@@ -94,6 +94,19 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The name the reports write for an outcome that has one (every one but an HTTP
+    /// status, which is written as its number).
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Outcome::Ok => Some("ok"),
+            Outcome::Error => Some("error"),
+            Outcome::Timeout => Some("timeout"),
+            Outcome::Cancelled => Some("cancelled"),
+            Outcome::Rejected => Some("rejected"),
+            Outcome::Http(_) => None,
+        }
+    }
+
     /// The accepted spellings, for error messages.
     pub const EXPECTED: &'static str =
         "ok, error, timeout, cancelled, rejected, or an HTTP status such as 503";
@@ -142,6 +155,16 @@ impl Outcome {
             Outcome::Ok => true,
             Outcome::Http(code) => code < 400,
             _ => false,
+        }
+    }
+}
+
+/// An outcome as logged: `ok`, `timeout`, `503`, …
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self, self.name()) {
+            (Outcome::Http(code), _) => write!(f, "{code}"),
+            (_, name) => f.write_str(name.unwrap_or_default()),
         }
     }
 }
@@ -206,6 +229,10 @@ pub struct Event {
     pub kind: EventKind,
     pub effect: bool,
 }
+
+// The 72 bytes the docs and the memory budget count on (docs/architecture.md, "Memory"): a
+// field added to Event must be paid for knowingly, so the build fails when the size moves.
+const _: () = assert!(std::mem::size_of::<Event>() == 72);
 
 /// The optional parts of an [`Event`], as `Option`s (how ingest builds one).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -395,4 +422,87 @@ impl Attempt {
 pub struct OperationKey {
     pub test_run_id: Option<Box<str>>,
     pub operation_id: Box<str>,
+}
+
+/// An enum of names, each variant spelled once: with `ALL` (every variant, in declaration
+/// order, so a new variant cannot be left out), `name()` (the one spelling reports, flags
+/// and JSON use), `Display` and `Serialize` as that name.
+macro_rules! named_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $Name:ident {
+            $($(#[$variant_meta:meta])* $Variant:ident => $text:literal,)+
+        }
+    ) => {
+        $(#[$meta])*
+        $vis enum $Name {
+            $($(#[$variant_meta])* $Variant,)+
+        }
+
+        impl $Name {
+            // Not every enum of names needs its list outside the tests.
+            #[allow(dead_code)]
+            pub const ALL: [$Name; [$($text),+].len()] = [$($Name::$Variant),+];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($Name::$Variant => $text,)+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $Name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl serde::Serialize for $Name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.name())
+            }
+        }
+
+        // Read back by `diff` from a saved summary.
+        impl<'de> serde::Deserialize<'de> for $Name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(deserializer)?;
+                $Name::ALL
+                    .into_iter()
+                    .find(|v| v.name() == text)
+                    .ok_or_else(|| {
+                        serde::de::Error::custom(format!(
+                            "unknown {} \"{text}\"; expected one of {}",
+                            stringify!($Name),
+                            $Name::ALL.map($Name::name).join(", ")
+                        ))
+                    })
+            }
+        }
+    };
+}
+pub(crate) use named_enum;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_name_is_read_back_and_listed_for_users() {
+        let named = [
+            Outcome::Ok,
+            Outcome::Error,
+            Outcome::Timeout,
+            Outcome::Cancelled,
+            Outcome::Rejected,
+        ];
+        for outcome in named {
+            let name = outcome.name().expect("a named outcome");
+            assert_eq!(Outcome::parse(name), Some(outcome), "{name}");
+            assert_eq!(outcome.to_string(), name);
+            assert!(Outcome::EXPECTED.contains(name), "{name}");
+        }
+        assert_eq!(Outcome::Http(503).name(), None);
+        assert_eq!(Outcome::Http(503).to_string(), "503");
+    }
 }

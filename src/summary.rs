@@ -10,7 +10,7 @@ use crate::analysis::{
     worst_first, Analysis, OperationResult, ROLE_ORIGINAL, ROLE_REDELIVERY, ROLE_RETRY,
 };
 use crate::burst::Burst;
-use crate::classify::Class;
+use crate::classify::{Class, FindingLabel};
 use crate::model::{Millis, OperationKey};
 use crate::rules::{HopOrder, Rules};
 use crate::timeline::{AttemptsOverTime, OperationTimeline};
@@ -139,7 +139,7 @@ pub struct ClassShare {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FindingCount {
-    pub finding: String,
+    pub finding: FindingLabel,
     pub operations: u64,
 }
 
@@ -193,8 +193,8 @@ pub struct OperationRecord {
     /// Attempts per hop, in hop order (hops with none are left out).
     pub attempts: Funnel,
     pub total_attempts: u64,
-    /// `kind@hop`, sorted.
-    pub findings: Vec<String>,
+    /// `kind@hop`, sorted by hop, then kind.
+    pub findings: Vec<FindingLabel>,
     pub first_start_ms: f64,
     /// Null when no attempt finished.
     pub last_finish_ms: Option<f64>,
@@ -231,11 +231,7 @@ impl OperationRecord {
                     .collect(),
             ),
             total_attempts: op.total_attempts(),
-            findings: op
-                .findings
-                .iter()
-                .map(|f| format!("{}@{}", f.kind.name(), hops.name(f.hop)))
-                .collect(),
+            findings: op.findings.iter().map(|f| f.label(hops)).collect(),
             first_start_ms: op.first_start_ms,
             last_finish_ms: op.last_finish_ms,
             overlap_ms: op.overlap_ms,
@@ -299,14 +295,15 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
     let mut findings: Vec<FindingCount> = finding_counts
         .into_iter()
         .map(|(f, n)| FindingCount {
-            finding: format!("{}@{}", f.kind.name(), hops.name(f.hop)),
+            finding: f.label(hops),
             operations: n,
         })
         .collect();
     findings.sort_by(|a, b| {
         b.operations
             .cmp(&a.operations)
-            .then(a.finding.cmp(&b.finding))
+            // Ties in the order the labels read.
+            .then_with(|| a.finding.to_string().cmp(&b.finding.to_string()))
     });
 
     let hop_summaries: Vec<HopSummary> = per_hop

@@ -85,11 +85,7 @@ pub fn attempts_over_time(analysis: &Analysis, hops: &HopOrder) -> Option<Attemp
         hops.len()
     ];
     for (hop, start, role) in rows() {
-        let series = match role {
-            Role::Original => 0,
-            Role::Retry => 1,
-            Role::Redelivery => 2,
-        };
+        let series = role as usize;
         per_hop[hop as usize][series][bucket_of(start)] += 1;
     }
     let hop_series: Vec<HopSeries> = per_hop
@@ -120,8 +116,7 @@ pub fn attempts_over_time(analysis: &Analysis, hops: &HopOrder) -> Option<Attemp
 }
 
 /// How an attempt ended, by the colour it gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutcomeKind {
     /// `ok`, or an HTTP status below 400.
     Ok,
@@ -155,15 +150,17 @@ impl OutcomeKind {
         }
     }
 
+    /// The name of the outcome it stands for, or `unknown`.
     pub fn name(self) -> &'static str {
-        match self {
-            OutcomeKind::Ok => "ok",
-            OutcomeKind::Error => "error",
-            OutcomeKind::Timeout => "timeout",
-            OutcomeKind::Cancelled => "cancelled",
-            OutcomeKind::Rejected => "rejected",
-            OutcomeKind::Unknown => "unknown",
-        }
+        let outcome = match self {
+            OutcomeKind::Ok => Outcome::Ok,
+            OutcomeKind::Error => Outcome::Error,
+            OutcomeKind::Timeout => Outcome::Timeout,
+            OutcomeKind::Cancelled => Outcome::Cancelled,
+            OutcomeKind::Rejected => Outcome::Rejected,
+            OutcomeKind::Unknown => return "unknown",
+        };
+        outcome.name().unwrap_or("unknown")
     }
 
     pub const ALL: [OutcomeKind; 6] = [
@@ -176,15 +173,10 @@ impl OutcomeKind {
     ];
 }
 
-/// An outcome as logged: `ok`, `timeout`, `503`, …
-pub fn outcome_text(outcome: Outcome) -> String {
-    match outcome {
-        Outcome::Ok => "ok".into(),
-        Outcome::Error => "error".into(),
-        Outcome::Timeout => "timeout".into(),
-        Outcome::Cancelled => "cancelled".into(),
-        Outcome::Rejected => "rejected".into(),
-        Outcome::Http(code) => code.to_string(),
+/// Serialized as its [`OutcomeKind::name`].
+impl Serialize for OutcomeKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
     }
 }
 
@@ -379,7 +371,7 @@ pub fn operation_timeline(
                 duration_ms: a.duration_ms(),
                 gap_ms: previous.and_then(|p| p.finish_ms).map(|f| a.start_ms - f),
                 delay_ms: a.delay_ms,
-                outcome: a.outcome.map(outcome_text),
+                outcome: a.outcome.map(|o| o.to_string()),
                 outcome_kind: OutcomeKind::of(a.outcome),
                 lane: 0,
             }
@@ -527,7 +519,5 @@ mod tests {
         assert_eq!(OutcomeKind::of(Some(Http(504))), OutcomeKind::Timeout);
         assert_eq!(OutcomeKind::of(Some(Http(500))), OutcomeKind::Error);
         assert_eq!(OutcomeKind::of(None), OutcomeKind::Unknown);
-        assert_eq!(outcome_text(Http(429)), "429");
-        assert_eq!(outcome_text(Timeout), "timeout");
     }
 }

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::analysis::Analysis;
 use crate::gate::condition::{parse_condition, Metric, Origin};
-use crate::gate::ThresholdResult;
+use crate::gate::{ThresholdResult, Unit};
 use crate::rules::HopOrder;
 use crate::summary::Summary;
 
@@ -127,17 +127,14 @@ fn values(
                 .map_or(0, |c| c.operations) as f64,
         )],
         Metric::Finding { kind, hop } => match (hop, analysis) {
-            (Some(h), _) => {
-                let name = format!("{}@{}", kind.name(), hops.name(h));
-                vec![(
-                    None,
-                    summary
-                        .findings
-                        .iter()
-                        .find(|f| f.finding == name)
-                        .map_or(0, |f| f.operations) as f64,
-                )]
-            }
+            (Some(h), _) => vec![(
+                None,
+                summary
+                    .findings
+                    .iter()
+                    .find(|f| f.finding.kind == kind && f.finding.hop == hops.name(h))
+                    .map_or(0, |f| f.operations) as f64,
+            )],
             (None, Some(a)) => vec![(
                 None,
                 a.operations
@@ -200,12 +197,12 @@ pub fn evaluate(
         measured,
         limit: c.limit,
         unit: if c.relative {
-            "share"
+            Unit::Share
         } else {
             match c.metric {
-                Metric::Class(_) | Metric::Finding { .. } => "operations",
-                Metric::Amplification { .. } | Metric::RetryRatio { .. } => "ratio",
-                _ => "count",
+                Metric::Class(_) | Metric::Finding { .. } => Unit::Operations,
+                Metric::Amplification { .. } | Metric::RetryRatio { .. } => Unit::Ratio,
+                _ => Unit::Count,
             }
         },
         hop: hop.map(|h| hops.name(h).to_string()),

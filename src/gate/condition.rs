@@ -26,23 +26,6 @@ use crate::rules::HopOrder;
 
 const EXAMPLE: &str = "--fail-on 'nested-retry > 0' or --fail-on 'overlap > 1%'";
 
-const FINDINGS: [FindingKind; 14] = [
-    FindingKind::Retries,
-    FindingKind::Redelivery,
-    FindingKind::FanOut,
-    FindingKind::Overlap,
-    FindingKind::Burst,
-    FindingKind::OverBudget,
-    FindingKind::RetryWithoutDelay,
-    FindingKind::RetryAfterNotHonoured,
-    FindingKind::RetryAfterNotClamped,
-    FindingKind::AttemptAfterDeadline,
-    FindingKind::BackoffOverDeadline,
-    FindingKind::DuplicateEffect,
-    FindingKind::Unfinished,
-    FindingKind::Orphan,
-];
-
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Metric {
     Class(Class),
@@ -189,7 +172,7 @@ fn parse_metric(name: &str, hops: &HopOrder) -> Result<Metric, String> {
             return Ok(Metric::Class(class));
         }
     }
-    if let Some(kind) = FINDINGS.iter().find(|k| k.name() == base) {
+    if let Some(kind) = FindingKind::ALL.iter().find(|k| k.name() == base) {
         return Ok(Metric::Finding { kind: *kind, hop });
     }
     if let (Some(_), Some(_)) = (hop, Class::parse(base)) {
@@ -209,7 +192,7 @@ fn parse_metric(name: &str, hops: &HopOrder) -> Result<Metric, String> {
             return Err(format!(
                 "unknown metric '{base}'; use a class ({}), a finding ({}), amplification, retry-ratio, bursts, unfinished-attempts, orphan-attempts or duplicate-effects",
                 Class::ALL.map(Class::name).join(", "),
-                FINDINGS.map(FindingKind::name).join(", "),
+                FindingKind::ALL.map(FindingKind::name).join(", "),
             ))
         }
     };

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::analysis::{Analysis, OperationResult};
 use crate::classify::FindingKind;
+use crate::model::named_enum;
 use crate::paint::Tone;
 use crate::rules::HopOrder;
 use crate::summary::{display_operation_key, Summary};
@@ -17,6 +18,32 @@ use condition::{Condition, Metric, Origin};
 
 /// Operation IDs listed per breached threshold before the rest are only counted.
 pub const OPERATIONS_LISTED: usize = 5;
+
+named_enum! {
+    /// What a measured value and its limit count (`unit` in the JSON verdict).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Unit {
+        /// Operations (of a class, or with a finding).
+        Operations => "operations",
+        /// A share of all operations, as a fraction (written as a percentage).
+        Share => "share",
+        /// A ratio such as amplification.
+        Ratio => "ratio",
+        /// A count of bursts, attempts or effects.
+        Count => "count",
+    }
+}
+
+impl Unit {
+    /// A value in this unit, for people: `6.00%`, `22`, `1.968`.
+    fn format(self, value: f64) -> String {
+        match self {
+            Unit::Share => format!("{:.2}%", value * 100.0),
+            Unit::Operations | Unit::Count => format!("{value}"),
+            Unit::Ratio => format!("{value:.3}"),
+        }
+    }
+}
 
 /// The result of one condition.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -27,8 +54,7 @@ pub struct ThresholdResult {
     /// The measured value, in the unit of the limit (a fraction for shares).
     pub measured: f64,
     pub limit: f64,
-    /// `operations`, `share`, `ratio` or `count`.
-    pub unit: &'static str,
+    pub unit: Unit,
     /// The hop a per-hop metric was measured at (its worst hop without `@HOP`).
     pub hop: Option<String>,
     pub breached: bool,
@@ -42,19 +68,14 @@ impl ThresholdResult {
     /// `measured 22, limit 0`; `measured 6.00%, limit 1.00%`; `measured 1.968 at dependency,
     /// limit 1.500`
     pub fn describe(&self) -> String {
-        let value = |v: f64| match self.unit {
-            "share" => format!("{:.2}%", v * 100.0),
-            "operations" | "count" => format!("{v}"),
-            _ => format!("{v:.3}"),
-        };
         let at = self
             .hop
             .as_deref()
             .map_or(String::new(), |h| format!(" at {h}"));
         format!(
             "measured {}{at}, limit {}",
-            value(self.measured),
-            value(self.limit)
+            self.unit.format(self.measured),
+            self.unit.format(self.limit)
         )
     }
 
@@ -162,12 +183,12 @@ fn evaluate_one(
             };
             let (h, v) = worst.unwrap_or((hop.map_or(0, usize::from), 0.0));
             hop_name = Some(hops.name(h as u16).to_string());
-            (v, "ratio")
+            (v, Unit::Ratio)
         }
-        Metric::Bursts => (summary.bursts.count as f64, "count"),
-        Metric::UnfinishedAttempts => (summary.unfinished_attempts as f64, "count"),
-        Metric::OrphanAttempts => (summary.orphan_attempts as f64, "count"),
-        Metric::DuplicateEffects => (summary.duplicate_effects as f64, "count"),
+        Metric::Bursts => (summary.bursts.count as f64, Unit::Count),
+        Metric::UnfinishedAttempts => (summary.unfinished_attempts as f64, Unit::Count),
+        Metric::OrphanAttempts => (summary.orphan_attempts as f64, Unit::Count),
+        Metric::DuplicateEffects => (summary.duplicate_effects as f64, Unit::Count),
     };
     let breached = c.cmp.holds(measured, c.limit);
     let mut culprits: Vec<&OperationResult> = if breached {
@@ -202,7 +223,7 @@ fn evaluate_one(
     }
 }
 
-fn share_or_count(n: u64, total: u64, share: bool) -> (f64, &'static str) {
+fn share_or_count(n: u64, total: u64, share: bool) -> (f64, Unit) {
     if share {
         (
             if total == 0 {
@@ -210,10 +231,10 @@ fn share_or_count(n: u64, total: u64, share: bool) -> (f64, &'static str) {
             } else {
                 n as f64 / total as f64
             },
-            "share",
+            Unit::Share,
         )
     } else {
-        (n as f64, "operations")
+        (n as f64, Unit::Operations)
     }
 }
 
@@ -372,7 +393,7 @@ mod tests {
                 origin: Origin::Flag,
                 measured: 1.2,
                 limit: 1.5,
-                unit: "ratio",
+                unit: Unit::Ratio,
                 hop: Some("caller".to_string()),
                 breached: true,
                 operations: 0,

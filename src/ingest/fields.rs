@@ -1,5 +1,5 @@
-//! The native attempt-event fields (docs/input.md) as read from one line, before validation, and
-//! the one validation every line format goes through.
+//! The native attempt-event fields as read from one line, before validation: the one key
+//! table, [`FIELDS`], and the one validation every line format goes through.
 //!
 //! JSON Lines and logfmt both fill a [`RawFields`]; [`RawFields::check`] turns it into a
 //! [`CheckedLine`] or a message that says what is wrong and how to fix it. Keeping this in
@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, Visitor};
 use serde::Deserialize;
 
 use crate::model::{Millis, Outcome, PointKind, Timing};
@@ -73,53 +73,223 @@ impl Scalar<'_> {
     }
 }
 
-/// Every key of docs/input.md, each with its camelCase spelling (and a few spellings real
-/// loggers use, such as logfmt's `operation=`). Unknown keys are ignored.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
+/// The fields of one line as written, before validation: one per entry of [`FIELDS`],
+/// which is where the keys that fill them are spelled. Unknown keys are ignored.
+#[derive(Debug, Default)]
 pub struct RawFields<'a> {
-    #[serde(borrow, alias = "operationId", alias = "operation")]
     pub operation_id: Option<Scalar<'a>>,
-    #[serde(borrow, alias = "testRunId", alias = "run")]
     pub test_run_id: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub hop: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub attempt: Option<Scalar<'a>>,
-    #[serde(borrow, alias = "startMs")]
     pub start_ms: Option<Scalar<'a>>,
-    #[serde(borrow, alias = "finishMs")]
     pub finish_ms: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub start: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub finish: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub outcome: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub target: Option<Scalar<'a>>,
-    #[serde(borrow, alias = "messageId")]
     pub message_id: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub delivery: Option<Scalar<'a>>,
-    #[serde(borrow, alias = "spanId")]
     pub span_id: Option<Scalar<'a>>,
-    #[serde(borrow, alias = "parentId")]
     pub parent_id: Option<Scalar<'a>>,
-    #[serde(borrow, alias = "delayMs")]
     pub delay_ms: Option<Scalar<'a>>,
-    #[serde(borrow, alias = "retryAfterMs")]
     pub retry_after_ms: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub effect: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub event: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub ts: Option<Scalar<'a>>,
-    #[serde(borrow, alias = "tMs")]
     pub t_ms: Option<Scalar<'a>>,
-    #[serde(borrow)]
     pub time: Option<Scalar<'a>>,
+}
+
+/// Where a key's value goes in [`RawFields`].
+pub type Slot = for<'r, 'a> fn(&'r mut RawFields<'a>) -> &'r mut Option<Scalar<'a>>;
+
+/// One input key: every spelling accepted for it (the snake_case name first, then its
+/// camelCase spelling and the few spellings real loggers use, such as logfmt's
+/// `operation=`), and the field of [`RawFields`] it fills.
+pub struct Field {
+    pub spellings: &'static [&'static str],
+    pub slot: Slot,
+}
+
+impl Field {
+    /// The key's name: its snake_case spelling.
+    pub fn name(&self) -> &'static str {
+        self.spellings[0]
+    }
+}
+
+/// Every key of an attempt event (docs/input.md), in one table that every reader uses:
+/// serde's [`RawFields`] deserializer (JSON Lines lines the fast path leaves, and logfmt),
+/// the JSON Lines fast path, and the Parquet columns. A key added here is read by all of
+/// them; the tests walk this table through each.
+pub const FIELDS: [Field; 21] = [
+    Field {
+        spellings: &["operation_id", "operationId", "operation"],
+        slot: |f| &mut f.operation_id,
+    },
+    Field {
+        spellings: &["test_run_id", "testRunId", "run"],
+        slot: |f| &mut f.test_run_id,
+    },
+    Field {
+        spellings: &["hop"],
+        slot: |f| &mut f.hop,
+    },
+    Field {
+        spellings: &["attempt"],
+        slot: |f| &mut f.attempt,
+    },
+    Field {
+        spellings: &["start_ms", "startMs"],
+        slot: |f| &mut f.start_ms,
+    },
+    Field {
+        spellings: &["finish_ms", "finishMs"],
+        slot: |f| &mut f.finish_ms,
+    },
+    Field {
+        spellings: &["start"],
+        slot: |f| &mut f.start,
+    },
+    Field {
+        spellings: &["finish"],
+        slot: |f| &mut f.finish,
+    },
+    Field {
+        spellings: &["outcome"],
+        slot: |f| &mut f.outcome,
+    },
+    Field {
+        spellings: &["target"],
+        slot: |f| &mut f.target,
+    },
+    Field {
+        spellings: &["message_id", "messageId"],
+        slot: |f| &mut f.message_id,
+    },
+    Field {
+        spellings: &["delivery"],
+        slot: |f| &mut f.delivery,
+    },
+    Field {
+        spellings: &["span_id", "spanId"],
+        slot: |f| &mut f.span_id,
+    },
+    Field {
+        spellings: &["parent_id", "parentId"],
+        slot: |f| &mut f.parent_id,
+    },
+    Field {
+        spellings: &["delay_ms", "delayMs"],
+        slot: |f| &mut f.delay_ms,
+    },
+    Field {
+        spellings: &["retry_after_ms", "retryAfterMs"],
+        slot: |f| &mut f.retry_after_ms,
+    },
+    Field {
+        spellings: &["effect"],
+        slot: |f| &mut f.effect,
+    },
+    Field {
+        spellings: &["event"],
+        slot: |f| &mut f.event,
+    },
+    Field {
+        spellings: &["ts"],
+        slot: |f| &mut f.ts,
+    },
+    Field {
+        spellings: &["t_ms", "tMs"],
+        slot: |f| &mut f.t_ms,
+    },
+    Field {
+        spellings: &["time"],
+        slot: |f| &mut f.time,
+    },
+];
+
+/// The keys' names, as serde wants them for a struct.
+const NAMES: [&str; FIELDS.len()] = {
+    let mut names = [""; FIELDS.len()];
+    let mut i = 0;
+    while i < FIELDS.len() {
+        names[i] = FIELDS[i].spellings[0];
+        i += 1;
+    }
+    names
+};
+
+/// The spellings of [`FIELDS`] by length, each with its field's index: a key is compared
+/// with the few spellings of its length, not with all thirty (the fast path looks up
+/// every key of every line).
+static BY_LENGTH: std::sync::LazyLock<Vec<Vec<(&'static str, usize)>>> =
+    std::sync::LazyLock::new(|| {
+        let mut by_length: Vec<Vec<(&'static str, usize)>> = Vec::new();
+        for (index, field) in FIELDS.iter().enumerate() {
+            for &spelling in field.spellings {
+                if by_length.len() <= spelling.len() {
+                    by_length.resize(spelling.len() + 1, Vec::new());
+                }
+                by_length[spelling.len()].push((spelling, index));
+            }
+        }
+        by_length
+    });
+
+/// The index in [`FIELDS`] of the field a key spells; `None` for a key we do not read.
+pub fn field_index(key: &str) -> Option<usize> {
+    BY_LENGTH
+        .get(key.len())?
+        .iter()
+        .find(|(spelling, _)| *spelling == key)
+        .map(|&(_, index)| index)
+}
+
+/// Reads an object whose keys are looked up in [`FIELDS`]: a key given twice (in any two
+/// spellings) is an error, as a line must not say two things; unknown keys are skipped.
+impl<'de: 'a, 'a> Deserialize<'de> for RawFields<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Key;
+        impl<'de> DeserializeSeed<'de> for Key {
+            type Value = Option<usize>;
+            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_identifier(self)
+            }
+        }
+        impl Visitor<'_> for Key {
+            type Value = Option<usize>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("field identifier")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(field_index(v))
+            }
+        }
+        struct Object<'a>(std::marker::PhantomData<RawFields<'a>>);
+        impl<'de: 'a, 'a> Visitor<'de> for Object<'a> {
+            type Value = RawFields<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("struct RawFields")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut fields = RawFields::default();
+                let mut seen = [false; FIELDS.len()];
+                while let Some(key) = map.next_key_seed(Key)? {
+                    let Some(index) = key else {
+                        map.next_value::<de::IgnoredAny>()?;
+                        continue;
+                    };
+                    if std::mem::replace(&mut seen[index], true) {
+                        return Err(de::Error::duplicate_field(NAMES[index]));
+                    }
+                    *(FIELDS[index].slot)(&mut fields) = map.next_value()?;
+                }
+                Ok(fields)
+            }
+        }
+        deserializer.deserialize_struct("RawFields", &NAMES, Object(std::marker::PhantomData))
+    }
 }
 
 /// A valid line whose strings still borrow from the input; ingest interns them.
@@ -379,6 +549,58 @@ fn point_kind(name: &str, hops: &HopOrder) -> Result<(Option<u16>, PointKind), S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_field_is_one_entry_of_the_key_table() {
+        // A field of RawFields missing from FIELDS would be filled by no reader.
+        let debug = format!("{:?}", RawFields::default());
+        assert_eq!(debug.matches("None").count(), FIELDS.len(), "{debug}");
+        let mut fields = RawFields::default();
+        for (i, field) in FIELDS.iter().enumerate() {
+            *(field.slot)(&mut fields) = Some(Scalar::Int(i as i64));
+        }
+        for (i, field) in FIELDS.iter().enumerate() {
+            assert_eq!(
+                *(field.slot)(&mut fields),
+                Some(Scalar::Int(i as i64)),
+                "{} shares its field with another key",
+                field.name()
+            );
+        }
+        let mut spellings: Vec<&str> = FIELDS.iter().flat_map(|f| f.spellings).copied().collect();
+        let all = spellings.len();
+        spellings.sort_unstable();
+        spellings.dedup();
+        assert_eq!(spellings.len(), all, "a spelling names two keys");
+    }
+
+    #[test]
+    fn serde_reads_every_spelling_of_the_key_table_into_its_field() {
+        for field in &FIELDS {
+            for spelling in field.spellings {
+                let line = format!("{{\"{spelling}\":\"v\",\"unknown\":[1]}}");
+                let mut got: RawFields = serde_json::from_str(&line).unwrap();
+                assert_eq!(
+                    *(field.slot)(&mut got),
+                    Some(Scalar::Str("v".into())),
+                    "{spelling}"
+                );
+                assert_eq!(format!("{got:?}").matches("Some(").count(), 1, "{spelling}");
+            }
+        }
+        for field in FIELDS.iter().filter(|f| f.spellings.len() > 1) {
+            // Two spellings of one key, even with one of them null, are one key twice.
+            let line = format!(
+                "{{\"{}\":null,\"{}\":1}}",
+                field.spellings[0], field.spellings[1]
+            );
+            let err = serde_json::from_str::<RawFields>(&line)
+                .unwrap_err()
+                .to_string();
+            let expected = format!("duplicate field `{}`", field.name());
+            assert!(err.starts_with(&expected), "{line}: {err}");
+        }
+    }
 
     fn hops() -> HopOrder {
         HopOrder::default()

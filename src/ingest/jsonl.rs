@@ -1,4 +1,4 @@
-//! JSON Lines: one attempt event object per line, keys as in [`super::fields::RawFields`].
+//! JSON Lines: one attempt event object per line, keys as in [`super::fields::FIELDS`].
 //!
 //! Almost every real line is a flat object of plain strings and numbers, so a direct scan
 //! handles those; anything else (escapes, nested values, a syntax error) goes to serde_json,
@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use super::fields::{RawFields, Scalar};
+use super::fields::{field_index, RawFields, Scalar, FIELDS};
 
 pub fn parse(text: &str, unterminated_last: bool) -> Result<RawFields<'_>, String> {
     // serde would read an array by position; an event is an object, say so plainly.
@@ -154,51 +154,6 @@ mod flat {
         }
     }
 
-    /// The field a key fills, with the same names and aliases as `RawFields`' serde
-    /// attributes, and a bit of its own (aliases share their field's bit).
-    fn slot<'r, 'a>(
-        f: &'r mut RawFields<'a>,
-        key: &str,
-    ) -> Option<(u32, &'r mut Option<Scalar<'a>>)> {
-        // By length first: one jump instead of up to thirty string comparisons per key.
-        Some(match (key.len(), key) {
-            (2, "ts") => (18, &mut f.ts),
-            (3, "hop") => (2, &mut f.hop),
-            (3, "run") => (1, &mut f.test_run_id),
-            (3, "tMs") => (19, &mut f.t_ms),
-            (4, "time") => (20, &mut f.time),
-            (4, "t_ms") => (19, &mut f.t_ms),
-            (5, "start") => (6, &mut f.start),
-            (5, "event") => (17, &mut f.event),
-            (6, "finish") => (7, &mut f.finish),
-            (6, "target") => (9, &mut f.target),
-            (6, "effect") => (16, &mut f.effect),
-            (6, "spanId") => (12, &mut f.span_id),
-            (7, "attempt") => (3, &mut f.attempt),
-            (7, "startMs") => (4, &mut f.start_ms),
-            (7, "outcome") => (8, &mut f.outcome),
-            (7, "span_id") => (12, &mut f.span_id),
-            (7, "delayMs") => (14, &mut f.delay_ms),
-            (8, "start_ms") => (4, &mut f.start_ms),
-            (8, "finishMs") => (5, &mut f.finish_ms),
-            (8, "delivery") => (11, &mut f.delivery),
-            (8, "parentId") => (13, &mut f.parent_id),
-            (8, "delay_ms") => (14, &mut f.delay_ms),
-            (9, "finish_ms") => (5, &mut f.finish_ms),
-            (9, "messageId") => (10, &mut f.message_id),
-            (9, "testRunId") => (1, &mut f.test_run_id),
-            (9, "operation") => (0, &mut f.operation_id),
-            (9, "parent_id") => (13, &mut f.parent_id),
-            (10, "message_id") => (10, &mut f.message_id),
-            (11, "test_run_id") => (1, &mut f.test_run_id),
-            (11, "operationId") => (0, &mut f.operation_id),
-            (12, "operation_id") => (0, &mut f.operation_id),
-            (12, "retryAfterMs") => (15, &mut f.retry_after_ms),
-            (14, "retry_after_ms") => (15, &mut f.retry_after_ms),
-            _ => return None,
-        })
-    }
-
     pub fn parse(text: &str) -> Option<RawFields<'_>> {
         // One vectorisable pass over the line instead of a test per string byte: no
         // backslash (escapes) and no control character (invalid in strings; tabs between
@@ -213,6 +168,7 @@ mod flat {
         let mut fields = RawFields::default();
         // serde rejects a key given twice (e.g. operation_id and operationId); let it.
         let mut seen: u32 = 0;
+        const _: () = assert!(FIELDS.len() <= 32, "one bit of `seen` per key");
         c.eat(b'{')?;
         c.skip_ws();
         if c.peek() == Some(b'}') {
@@ -222,12 +178,12 @@ mod flat {
                 let key = c.string()?;
                 c.eat(b':')?;
                 let value = c.value()?;
-                if let Some((bit, slot)) = slot(&mut fields, key) {
-                    if seen & (1 << bit) != 0 {
+                if let Some(index) = field_index(key) {
+                    if seen & (1 << index) != 0 {
                         return None;
                     }
-                    seen |= 1 << bit;
-                    *slot = value;
+                    seen |= 1 << index;
+                    *(FIELDS[index].slot)(&mut fields) = value;
                 }
                 c.skip_ws();
                 match c.peek()? {
@@ -253,6 +209,16 @@ mod tests {
     fn the_fast_path_takes_a_typical_generated_line() {
         let line = r#"{"operation_id":"op-000004","test_run_id":"run-1","hop":"caller","attempt":1,"start_ms":1700000000006,"finish_ms":1700000000099,"outcome":"ok","target":"sku-13","message_id":"msg-000004"}"#;
         assert!(flat::parse(line).is_some());
+    }
+
+    #[test]
+    fn the_fast_path_reads_every_spelling_of_the_key_table_as_serde_does() {
+        for spelling in FIELDS.iter().flat_map(|f| f.spellings) {
+            let line = format!("{{\"{spelling}\":\"v\",\"other\":2}}");
+            let fast = flat::parse(&line).unwrap_or_else(|| panic!("fast path left {line}"));
+            let serde = serde_json::from_str::<RawFields>(&line).unwrap();
+            assert_eq!(format!("{fast:?}"), format!("{serde:?}"), "{line}");
+        }
     }
 
     /// The fast path must give exactly serde_json's result, or step aside.

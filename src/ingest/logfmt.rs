@@ -90,6 +90,22 @@ fn split_pairs(text: &str) -> Result<Vec<Pair<'_>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::fields::{Scalar, FIELDS};
+
+    #[test]
+    fn every_spelling_of_the_key_table_is_a_logfmt_key() {
+        for field in &FIELDS {
+            for spelling in field.spellings {
+                let line = format!("{spelling}=v other=1");
+                let mut got = parse(&line).unwrap();
+                assert_eq!(
+                    *(field.slot)(&mut got),
+                    Some(Scalar::Str("v".into())),
+                    "{spelling}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn splits_quoted_and_bare_values() {

@@ -1,7 +1,7 @@
 //! Parquet input: one attempt event per row, read with polars.
 //!
 //! Columns carry the JSON Lines key names (snake_case, or the camelCase spellings JSON
-//! Lines accepts; see [`COLUMNS`]); every column is optional except `operation_id`, and
+//! Lines accepts; see [`FIELDS`]); every column is optional except `operation_id`, and
 //! other columns are ignored. A cell may be a string,
 //! an integer, a float or a boolean, and a null cell is a missing key. Each row becomes the
 //! same [`RawFields`] a JSON Lines line becomes and goes through the same
@@ -26,7 +26,7 @@ use anyhow::{bail, Context, Result};
 use polars::io::mmap::MmapBytesReader;
 use polars::prelude::{Column, DataFrame, DataType, ParquetReader, SerReader, Series};
 
-use super::fields::{RawFields, Scalar};
+use super::fields::{RawFields, Scalar, Slot, FIELDS};
 use super::progress::{ByteCounter, Progress};
 use super::source::{Input, ParquetData};
 use super::{File, Reader};
@@ -35,39 +35,6 @@ use crate::model::SourceRef;
 /// Rows decoded at a time: enough to amortise the per-slice overhead of polars, few enough
 /// that a slice of decoded columns stays in the tens of megabytes.
 const ROWS_PER_SLICE: usize = 1 << 18;
-
-/// Where a column's value goes in [`RawFields`].
-type Slot = for<'r, 'a> fn(&'r mut RawFields<'a>) -> &'r mut Option<Scalar<'a>>;
-
-/// The columns read: each key with every spelling JSON Lines accepts for it (snake_case
-/// first), and its place in [`RawFields`].
-const COLUMNS: [(&[&str], Slot); 21] = [
-    (&["operation_id", "operationId", "operation"], |f| {
-        &mut f.operation_id
-    }),
-    (&["test_run_id", "testRunId", "run"], |f| &mut f.test_run_id),
-    (&["hop"], |f| &mut f.hop),
-    (&["attempt"], |f| &mut f.attempt),
-    (&["start_ms", "startMs"], |f| &mut f.start_ms),
-    (&["finish_ms", "finishMs"], |f| &mut f.finish_ms),
-    (&["start"], |f| &mut f.start),
-    (&["finish"], |f| &mut f.finish),
-    (&["outcome"], |f| &mut f.outcome),
-    (&["target"], |f| &mut f.target),
-    (&["message_id", "messageId"], |f| &mut f.message_id),
-    (&["delivery"], |f| &mut f.delivery),
-    (&["span_id", "spanId"], |f| &mut f.span_id),
-    (&["parent_id", "parentId"], |f| &mut f.parent_id),
-    (&["delay_ms", "delayMs"], |f| &mut f.delay_ms),
-    (&["retry_after_ms", "retryAfterMs"], |f| {
-        &mut f.retry_after_ms
-    }),
-    (&["effect"], |f| &mut f.effect),
-    (&["event"], |f| &mut f.event),
-    (&["ts"], |f| &mut f.ts),
-    (&["t_ms", "tMs"], |f| &mut f.t_ms),
-    (&["time"], |f| &mut f.time),
-];
 
 /// A column of the file that is read: its name, the key it holds, where the value goes.
 #[derive(Clone, Copy)]
@@ -114,13 +81,13 @@ impl Reading<'_> {
     ) -> Result<()> {
         let mut reader = ParquetReader::new(&mut *data);
         let schema = reader.schema().context("not a readable Parquet file")?;
-        let present: Vec<Wanted> = COLUMNS
+        let present: Vec<Wanted> = FIELDS
             .iter()
-            .flat_map(|&(spellings, slot)| {
-                spellings.iter().map(move |&column| Wanted {
+            .flat_map(|field| {
+                field.spellings.iter().map(move |&column| Wanted {
                     column,
-                    key: spellings[0],
-                    slot,
+                    key: field.name(),
+                    slot: field.slot,
                 })
             })
             .filter(|wanted| schema.contains(wanted.column))

@@ -15,7 +15,7 @@ use polars::prelude::*;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use super::layout::{count, counted, funnel_text, gate_section, percent, Section};
+use super::layout::{count, counted, funnel_text, gate_section, percent, Section, SectionKind};
 use super::OutputFormat;
 use crate::analysis::Analysis;
 use crate::compare::{loaded_hop, Comparison, Kind};
@@ -221,7 +221,7 @@ pub fn sections(c: &Comparison) -> Vec<Section> {
         numeric.push(true);
     }
     out.push(Section::table(
-        "Attempts per hop",
+        SectionKind::HopChanges,
         &headers,
         &numeric,
         ch.hops
@@ -256,7 +256,7 @@ pub fn sections(c: &Comparison) -> Vec<Section> {
             .collect(),
     ));
     out.push(Section::table(
-        "Classes",
+        SectionKind::Classes,
         &["class", first, second, "change"],
         &[false, true, true, true],
         ch.classes
@@ -292,7 +292,7 @@ pub fn sections(c: &Comparison) -> Vec<Section> {
                 text
             };
             let mut section = Section::table(
-                "Final outcomes",
+                SectionKind::OutcomeChanges,
                 &["change", "operations", "first of them"],
                 &[false, true, false],
                 vec![
@@ -326,7 +326,7 @@ pub fn sections(c: &Comparison) -> Vec<Section> {
             out.push(section);
         }
         None => out.push(Section::text(
-            "Final outcomes",
+            SectionKind::OutcomeChanges,
             vec![format!(
                 "Not compared: a saved summary has no per-operation outcomes. Give attempt logs on both sides to compare them."
             )],
@@ -360,32 +360,32 @@ pub fn sections(c: &Comparison) -> Vec<Section> {
             counted(e.deadline_operations, "operation", "operations")
         ));
     }
-    out.push(Section::text("Bursts, budgets and deadline", notes));
+    out.push(Section::text(SectionKind::Refused, notes));
     if !c.timelines.is_empty() {
-        out.push(
-            Section::table(
-                &format!("Worst operations ({first})"),
-                &["operation", first, second],
-                &[false, false, false],
-                c.timelines
-                    .iter()
-                    .map(|p| {
-                        let (b, _) = &p.before;
-                        vec![
-                            b.display_id(),
-                            format!("{}: {}", b.class.name(), funnel_text(b)),
-                            p.after.as_ref().map_or("–".to_string(), |(a, _)| {
-                                format!("{}: {}", a.class.name(), funnel_text(a))
-                            }),
-                        ]
-                    })
-                    .collect(),
-            )
-            .code_columns(&[0]),
-        );
+        let mut worst = Section::table(
+            SectionKind::WorstOperations,
+            &["operation", first, second],
+            &[false, false, false],
+            c.timelines
+                .iter()
+                .map(|p| {
+                    let (b, _) = &p.before;
+                    vec![
+                        b.display_id(),
+                        format!("{}: {}", b.class.name(), funnel_text(b)),
+                        p.after.as_ref().map_or("–".to_string(), |(a, _)| {
+                            format!("{}: {}", a.class.name(), funnel_text(a))
+                        }),
+                    ]
+                })
+                .collect(),
+        )
+        .code_columns(&[0]);
+        worst.title = format!("Worst operations ({first})");
+        out.push(worst);
     }
     if let Some(limit) = &ch.limit {
-        out.push(Section::text("Limit", vec![limit.clone()]));
+        out.push(Section::text(SectionKind::Limit, vec![limit.clone()]));
     }
     out
 }

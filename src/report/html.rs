@@ -6,9 +6,11 @@
 //! capped), so the page stays small for any input. It formats a [`Summary`]; the only
 //! arithmetic here turns milliseconds and counts into pixels.
 
-use super::layout::{count, counted, funnel_text, headline, millis, percent, sections};
-use super::show::{class_reason, epoch_text, finding_text};
-use crate::classify::{Class, Role};
+use super::layout::{
+    count, counted, funnel_text, headline, millis, percent, sections, SectionKind,
+};
+use super::show::{class_reason, epoch_text};
+use crate::classify::Class;
 use crate::compare::{Comparison, Kind};
 use crate::gate::GateReport;
 use crate::summary::{OperationRecord, Summary};
@@ -703,8 +705,8 @@ fn timeline(out: &mut String, n: usize, t: &OperationTimeline, record: Option<&O
                 .map(|f| {
                     format!(
                         "<abbr title=\"{}\">{}</abbr>",
-                        esc(&finding_text(f)),
-                        esc(f)
+                        esc(&f.explain()),
+                        esc(&f.to_string())
                     )
                 })
                 .collect();
@@ -832,11 +834,7 @@ fn timeline(out: &mut String, n: usize, t: &OperationTimeline, record: Option<&O
         let bx = x(a.start_ms);
         let bw = (x(a.active_until_ms) - bx).max(2.0);
         let by = bar_y(i);
-        let role = match a.role {
-            Role::Original => "original",
-            Role::Retry => "retry",
-            Role::Redelivery => "redelivery",
-        };
+        let role = a.role.name();
         let mut title = format!(
             "{} #{} ({role}): {}–{} ms",
             a.hop,
@@ -903,7 +901,7 @@ fn tables(out: &mut String, s: &Summary, gate: Option<&GateReport>) {
     out.push_str("</section>\n");
 }
 
-/// Sections as HTML tables and paragraphs. The first `linked` rows of "Worst operations"
+/// Sections as HTML tables and paragraphs. The first `linked` rows of the worst operations
 /// link to their timelines.
 fn draw_sections(out: &mut String, sections: &[super::layout::Section], linked: usize) {
     for section in sections {
@@ -915,7 +913,7 @@ fn draw_sections(out: &mut String, sections: &[super::layout::Section], linked: 
             .collect::<String>();
         out.push_str(&format!("<h3 id=\"t-{id}\">{}</h3>\n", esc(&section.title)));
         if !section.headers.is_empty() {
-            let limit = if section.title == "Synchronized bursts" {
+            let limit = if section.kind == SectionKind::Bursts {
                 BURSTS_LISTED
             } else {
                 usize::MAX
@@ -932,7 +930,8 @@ fn draw_sections(out: &mut String, sections: &[super::layout::Section], linked: 
             for (r, row) in section.rows.iter().take(limit).enumerate() {
                 out.push_str("<tr>");
                 for (c, (cell, numeric)) in row.iter().zip(&section.numeric).enumerate() {
-                    let is_linked = section.title == "Worst operations" && c == 0 && r < linked;
+                    let is_linked =
+                        section.kind == SectionKind::WorstOperations && c == 0 && r < linked;
                     let mut text = esc(cell);
                     if section.code.get(c).copied().unwrap_or(false) && cell != "–" {
                         text = format!("<code>{text}</code>");

@@ -7,9 +7,50 @@ pub use crate::paint::Tone;
 use crate::summary::{OperationRecord, Summary};
 pub use crate::words::{count, counted};
 
+/// Which block of the report a section is: renderers that treat one differently (the HTML
+/// page links the worst operations to their timelines) ask this, not the title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SectionKind {
+    Gate,
+    Funnel,
+    Classes,
+    Findings,
+    LooseEnds,
+    Bursts,
+    WorstOperations,
+    /// A comparison (`replay`, `diff`): attempts per hop on both sides.
+    HopChanges,
+    /// A comparison: final outcomes lost, gained or unknown.
+    OutcomeChanges,
+    /// A comparison: bursts, and what budgets and the deadline refused.
+    Refused,
+    /// A replay: what it cannot know.
+    Limit,
+}
+
+impl SectionKind {
+    /// The section's title (the gate's adds its verdict).
+    pub fn title(self) -> &'static str {
+        match self {
+            SectionKind::Gate => "Gate",
+            SectionKind::Funnel => "Funnel per hop",
+            SectionKind::Classes => "Classes",
+            SectionKind::Findings => "Findings",
+            SectionKind::LooseEnds => "Overlap and loose ends",
+            SectionKind::Bursts => "Synchronized bursts",
+            SectionKind::WorstOperations => "Worst operations",
+            SectionKind::HopChanges => "Attempts per hop",
+            SectionKind::OutcomeChanges => "Final outcomes",
+            SectionKind::Refused => "Bursts, budgets and deadline",
+            SectionKind::Limit => "Limit",
+        }
+    }
+}
+
 /// One titled block of a report: a table, or lines of text when `headers` is empty.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Section {
+    pub kind: SectionKind,
     pub title: String,
     pub headers: Vec<String>,
     pub rows: Vec<Vec<String>>,
@@ -92,13 +133,14 @@ pub fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
 
 impl Section {
     pub(super) fn table(
-        title: &str,
+        kind: SectionKind,
         headers: &[&str],
         numeric: &[bool],
         rows: Vec<Vec<String>>,
     ) -> Section {
         Section {
-            title: title.to_string(),
+            kind,
+            title: kind.title().to_string(),
             headers: headers.iter().map(|h| h.to_string()).collect(),
             rows,
             numeric: numeric.to_vec(),
@@ -112,14 +154,14 @@ impl Section {
     }
 
     /// Headers for a narrow terminal, in column order.
-    pub(super) fn short(mut self, headers: &[&str]) -> Section {
+    fn short(mut self, headers: &[&str]) -> Section {
         assert_eq!(headers.len(), self.headers.len(), "{}", self.title);
         self.short_headers = headers.iter().map(|h| h.to_string()).collect();
         self
     }
 
     /// The columns a narrow terminal drops, least important first.
-    pub(super) fn drop_first(mut self, columns: &[usize]) -> Section {
+    fn drop_first(mut self, columns: &[usize]) -> Section {
         self.drop_order = columns.to_vec();
         self
     }
@@ -136,9 +178,10 @@ impl Section {
         self
     }
 
-    pub(super) fn text(title: &str, notes: Vec<String>) -> Section {
+    pub(super) fn text(kind: SectionKind, notes: Vec<String>) -> Section {
         Section {
-            title: title.to_string(),
+            kind,
+            title: kind.title().to_string(),
             headers: vec![],
             rows: vec![],
             numeric: vec![],
@@ -198,7 +241,7 @@ pub(super) fn gate_section(gate: &GateReport) -> Section {
         (false, true) => "would fail (report only)",
     };
     let mut section = Section::table(
-        &format!("Gate: {verdict}"),
+        SectionKind::Gate,
         &["result", "condition", "measured", "operations"],
         &[false, false, false, false],
         gate.thresholds
@@ -214,6 +257,7 @@ pub(super) fn gate_section(gate: &GateReport) -> Section {
             .collect(),
     )
     .toned(0);
+    section.title = format!("{}: {verdict}", SectionKind::Gate.title());
     section.title_tone = Some(match (gate.passed, gate.report_only) {
         (true, _) => Tone::Good,
         (false, false) => Tone::Bad,
@@ -232,7 +276,7 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     let present: Vec<_> = s.hops.iter().filter(|h| h.attempts > 0).collect();
     out.push(
         Section::table(
-            "Funnel per hop",
+            SectionKind::Funnel,
             &[
                 "hop",
                 "attempts",
@@ -276,7 +320,7 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     );
     out.push(
         Section::table(
-            "Classes",
+            SectionKind::Classes,
             &["class", "operations", "share"],
             &[false, true, true],
             s.classes
@@ -295,19 +339,19 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     if !s.findings.is_empty() {
         out.push(
             Section::table(
-                "Findings",
+                SectionKind::Findings,
                 &["finding", "operations"],
                 &[false, true],
                 s.findings
                     .iter()
-                    .map(|f| vec![f.finding.clone(), count(f.operations)])
+                    .map(|f| vec![f.finding.to_string(), count(f.operations)])
                     .collect(),
             )
             .code_columns(&[0]),
         );
     }
     out.push(Section::text(
-        "Overlap and loose ends",
+        SectionKind::LooseEnds,
         vec![
             format!(
                 "Overlap: {}; {} ms in all, longest {} ms.",
@@ -335,12 +379,12 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     ));
     if s.bursts.count == 0 {
         out.push(Section::text(
-            "Synchronized bursts",
+            SectionKind::Bursts,
             vec!["None found.".to_string()],
         ));
     } else {
         let mut section = Section::table(
-            "Synchronized bursts",
+            SectionKind::Bursts,
             &[
                 "hop",
                 "start ms",
@@ -400,7 +444,7 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     }
     out.push(
         Section::table(
-            "Worst operations",
+            SectionKind::WorstOperations,
             &[
                 "operation",
                 "class",
@@ -419,7 +463,11 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
                             .clone()
                             .unwrap_or_else(|| "–".into()),
                         funnel_text(o),
-                        o.findings.join(", "),
+                        o.findings
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", "),
                     ]
                 })
                 .collect(),

@@ -68,7 +68,7 @@ pub fn operation_frame(analysis: &Analysis, hops: &HopOrder) -> PolarsResult<Dat
                 .map(|o| {
                     o.findings
                         .iter()
-                        .map(|f| format!("{}@{}", f.kind.name(), hops.name(f.hop)))
+                        .map(|f| f.label(hops).to_string())
                         .collect::<Vec<_>>()
                         .join(";")
                 })

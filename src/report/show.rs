@@ -41,42 +41,6 @@ pub fn class_reason(class: Class, first_hop: Option<&str>) -> String {
     }
 }
 
-/// What a finding `kind@hop` means, in a sentence.
-pub fn finding_text(finding: &str) -> String {
-    let (kind, hop) = finding.split_once('@').unwrap_or((finding, "?"));
-    match kind {
-        "retries" => format!("the {hop} retried: a line there has more than one attempt"),
-        "redelivery" => format!("the queue redelivered a message to the {hop}"),
-        "fan-out" => {
-            format!("the {hop} addressed several distinct targets or messages under one parent")
-        }
-        "overlap" => format!("two attempts of one line ran at the same time at the {hop}"),
-        "burst" => format!("a retry at the {hop} fell in a synchronized burst"),
-        "over-budget" => format!("a line at the {hop} has more attempts than its budget"),
-        "retry-without-delay" => {
-            format!("the {hop} retried back-to-back after a fast failure")
-        }
-        "retry-after-not-honoured" => {
-            format!("a retry at the {hop} came sooner than the server's retry_after_ms")
-        }
-        "retry-after-not-clamped" => {
-            format!("the {hop} waited out an over-long retry_after_ms instead of capping it")
-        }
-        "attempt-after-deadline" => {
-            format!("a line at the {hop} started an attempt after its deadline had passed")
-        }
-        "backoff-over-deadline" => {
-            format!("the backoff delays of a line at the {hop} add up to more than its deadline")
-        }
-        "duplicate-effect" => {
-            format!("a side effect was committed more than once at the {hop}")
-        }
-        "unfinished" => format!("an attempt at the {hop} never finished before the trace ended"),
-        "orphan" => format!("an attempt at the {hop} has no upstream parent"),
-        _ => String::new(),
-    }
-}
-
 /// The input's clock as a date, when its milliseconds look like Unix epoch milliseconds
 /// (between 1973 and 2286).
 pub fn epoch_text(ms: f64) -> Option<String> {
@@ -85,14 +49,6 @@ pub fn epoch_text(ms: f64) -> Option<String> {
     }
     let at = chrono::DateTime::from_timestamp_millis(ms.floor() as i64)?;
     Some(at.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string())
-}
-
-fn role_text(role: Role) -> &'static str {
-    match role {
-        Role::Original => "original",
-        Role::Retry => "retry",
-        Role::Redelivery => "redelivery",
-    }
 }
 
 /// `caller #2`
@@ -291,7 +247,7 @@ fn render_text(view: &OperationView, style: &Style) -> String {
         }
         let line = [
             pad(label, label_w),
-            pad(role_text(a.role), 10),
+            pad(a.role.name(), 10),
             pad_left(&millis(a.start_ms), 8),
             pad_left(&opt_ms(a.finish_ms), 8),
             pad_left(&opt_ms(a.duration_ms), 7),
@@ -373,9 +329,10 @@ fn render_text(view: &OperationView, style: &Style) -> String {
     if r.findings.is_empty() {
         out.push_str("  none\n");
     }
-    let finding_w = r.findings.iter().map(|f| f.len()).max().unwrap_or(0);
-    for f in &r.findings {
-        out.push_str(format!("  {}  {}", pad(f, finding_w), finding_text(f)).trim_end());
+    let labels: Vec<String> = r.findings.iter().map(|f| f.to_string()).collect();
+    let finding_w = labels.iter().map(|f| f.len()).max().unwrap_or(0);
+    for (f, label) in r.findings.iter().zip(&labels) {
+        out.push_str(format!("  {}  {}", pad(label, finding_w), f.explain()).trim_end());
         out.push('\n');
     }
     out
