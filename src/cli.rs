@@ -104,7 +104,8 @@ pub enum ColorArg {
 #[derive(Debug, Args)]
 pub struct InputArgs {
     /// Input files: attempt events (JSON Lines, logfmt or Parquet) or spans (OTLP JSON,
-    /// Zipkin v2 JSON), plain or compressed with gzip or zstd, all detected per file from
+    /// Jaeger JSON, Zipkin v2 JSON; one per line, or whole documents as downloaded), plain
+    /// or compressed with gzip or zstd, all detected per file from
     /// its content. A directory means every file under it (hidden ones skipped); a quoted
     /// glob pattern such as 'logs/*.jsonl.gz' is expanded. With none, or with '-', input is
     /// read from standard input.
@@ -118,7 +119,8 @@ pub struct InputArgs {
 /// How inputs are read, whichever they are (`diff` names its two inputs its own way).
 #[derive(Debug, Args)]
 pub struct InputOptions {
-    /// Format of text inputs. 'auto' looks at each file's first line. Compression and
+    /// Format of text inputs. 'auto' looks at each file's first line (a JSON document the
+    /// line does not close is read whole). Compression and
     /// Parquet are always detected from the content.
     #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
     pub input_format: InputFormatArg,
@@ -350,10 +352,13 @@ pub enum InputFormatArg {
     Jsonl,
     /// Attempt events as key=value pairs, one event per line.
     Logfmt,
-    /// OpenTelemetry OTLP JSON, one {"resourceSpans":[…]} per line.
+    /// OpenTelemetry OTLP JSON, {"resourceSpans":[…]} (or Tempo's {"batches":[…]}) per
+    /// line or as documents.
     Otlp,
-    /// Zipkin v2 JSON: a span, or an array of spans, per line.
+    /// Zipkin v2 JSON: a span, or an array of spans, per line or as documents.
     Zipkin,
+    /// Jaeger JSON, as its UI downloads it and its query API returns it: {"data":[…]}.
+    Jaeger,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -377,6 +382,8 @@ pub enum FormatArg {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The operation to show: its operation_id, or `RUN/OPERATION` as the reports write it.
+    /// Given alone, an existing file or directory is the input instead, and the operation
+    /// shown is the one it holds (`attempt-funnel show trace.json`).
     #[arg(value_name = "OPERATION_ID")]
     pub operation_id: String,
 

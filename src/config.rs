@@ -62,7 +62,8 @@ pub struct ShowConfig {
     pub input: InputConfig,
     pub rules: Rules,
     pub style: Style,
-    pub operation_id: String,
+    /// `None`: the input's only operation (`show trace.json`).
+    pub operation_id: Option<String>,
     pub test_run_id: Option<String>,
 }
 

@@ -23,17 +23,22 @@ pub enum BadInputPolicy {
     Skip,
 }
 
-/// A bad input line, as `path:line: message`.
+/// A bad input line, as `path:line: message`, or `path:line:column: message` where the
+/// column is known (a JSON document that breaks off mid-line).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputIssue {
     pub path: String,
     pub line: u64,
+    pub column: Option<u64>,
     pub message: String,
 }
 
 impl std::fmt::Display for InputIssue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}: {}", self.path, self.line, self.message)
+        match self.column {
+            Some(column) => write!(f, "{}:{}:{column}: {}", self.path, self.line, self.message),
+            None => write!(f, "{}:{}: {}", self.path, self.line, self.message),
+        }
     }
 }
 
@@ -54,9 +59,21 @@ impl Diagnostics {
 
     /// Records a bad line; under `--strict` it stops the run.
     pub fn bad_line(&mut self, path: &str, line: u64, message: String) -> Result<()> {
+        self.bad_position(path, line, None, message)
+    }
+
+    /// Records a bad line with the column where it goes wrong, when known.
+    pub fn bad_position(
+        &mut self,
+        path: &str,
+        line: u64,
+        column: Option<u64>,
+        message: String,
+    ) -> Result<()> {
         self.record(InputIssue {
             path: path.to_string(),
             line,
+            column,
             message,
         })
     }
@@ -74,6 +91,7 @@ impl Diagnostics {
             .map(|(source, message)| InputIssue {
                 path: files[source.file as usize].clone(),
                 line: u64::from(source.line),
+                column: None,
                 message,
             })
             .collect();

@@ -581,18 +581,17 @@ fn diff_run(args: cli::DiffArgs) -> Result<i32> {
 /// attempts, then its tree and timeline.
 fn show(config: ShowConfig) -> Result<i32> {
     let ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
-    let op = select::find_operation(
-        &ingested,
-        &config.operation_id,
-        config.test_run_id.as_deref(),
-    )?;
+    let op = match &config.operation_id {
+        Some(id) => select::find_operation(&ingested, id, config.test_run_id.as_deref())?,
+        None => select::only_operation(&ingested, config.test_run_id.as_deref())?,
+    };
+    let shown = summary::display_operation_key(&ingested.operation_key(op));
     let keep = analysis::Keep::Operations(vec![op]);
     let analysis = analysis::analyze(ingested, &config.rules, &keep)?;
     let input_code = analysis.diagnostics.report();
     let Some(view) = summary::operation_view(&analysis, &config.rules) else {
         anyhow::bail!(
-            "operation \"{}\" has no valid attempts: every event of it was a bad line (see above)",
-            config.operation_id
+            "operation \"{shown}\" has no valid attempts: every event of it was a bad line (see above)"
         );
     };
     write_output(
@@ -696,6 +695,7 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
             InputFormatArg::Logfmt => InputFormat::Logfmt,
             InputFormatArg::Otlp => InputFormat::Otlp,
             InputFormatArg::Zipkin => InputFormat::Zipkin,
+            InputFormatArg::Jaeger => InputFormat::Jaeger,
         },
         bad_input: if args.strict {
             BadInputPolicy::Strict
@@ -850,7 +850,15 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
 }
 
 /// `show` resolves its rules exactly as `analyze` does, from the same flags and policy.
-fn show_config(args: ShowArgs) -> Result<ShowConfig> {
+fn show_config(mut args: ShowArgs) -> Result<ShowConfig> {
+    // `show trace.json`: a lone argument that names a file is the input, not an operation.
+    // (`show ID -` reads an operation from stdin even where a file is named like it.)
+    let operation_id = if args.input.files.is_empty() && Path::new(&args.operation_id).exists() {
+        args.input.files.push(args.operation_id.into());
+        None
+    } else {
+        Some(args.operation_id)
+    };
     let resolved = analyze_config(AnalyzeArgs {
         input: args.input,
         format: FormatArg::Table,
@@ -866,7 +874,7 @@ fn show_config(args: ShowArgs) -> Result<ShowConfig> {
         input: resolved.input,
         rules: resolved.rules,
         style: resolved.style,
-        operation_id: args.operation_id,
+        operation_id,
         test_run_id: args.run,
     })
 }

@@ -1,13 +1,55 @@
 //! Select: finds the operation that `show` was asked for among the ingested ones, by
-//! operation ID and test run, or by the `RUN/OPERATION` form the reports print. When the
-//! answer is not exactly one operation, the error says what there is instead.
+//! operation ID and test run, or by the `RUN/OPERATION` form the reports print, or, for
+//! `show trace.json`, the only one there is. When the answer is not exactly one
+//! operation, the error says what there is instead.
 
 use anyhow::{bail, Result};
 
 use crate::ingest::Ingested;
+use crate::summary::display_operation_key;
 
 /// Similar operation IDs suggested when the one asked for is not in the input.
 const SUGGESTIONS: usize = 3;
+
+/// Operations listed when `show FILE` finds more than one.
+const LISTED: usize = 5;
+
+/// The index of the input's only operation (in test run `run`, where given): what
+/// `show FILE` shows.
+pub fn only_operation(ingested: &Ingested, run: Option<&str>) -> Result<u32> {
+    let ops: Vec<u32> = (0..ingested.operations.len() as u32)
+        .filter(|&op| match run {
+            None => true,
+            Some(run) => {
+                let want = (!run.is_empty()).then_some(run);
+                ingested.operations[op as usize]
+                    .0
+                    .map(|r| ingested.strings.resolve(r))
+                    == want
+            }
+        })
+        .collect();
+    let files = ingested.files.join(", ");
+    let in_run = run.map_or(String::new(), |r| format!(" in test run \"{r}\""));
+    match ops.as_slice() {
+        [one] => Ok(*one),
+        [] => bail!("{files} holds no operation{in_run} to show (see the messages above, if any)"),
+        several => {
+            let mut names: Vec<String> = several
+                .iter()
+                .map(|&op| display_operation_key(&ingested.operation_key(op)))
+                .collect();
+            names.sort();
+            let first = names[0].clone();
+            bail!(
+                "{files} holds {} operations{in_run}, so name the one to show: attempt-funnel show {first} {files} (operations: {}{})",
+                several.len(),
+                names.iter().take(LISTED).cloned().collect::<Vec<_>>().join(", "),
+                if names.len() > LISTED { ", …" } else { "" }
+            )
+        }
+    }
+}
 
 /// The index of the operation `id` (in test run `run`, where given) in the ingested
 /// operation table.
@@ -78,17 +120,8 @@ pub fn find_operation(ingested: &Ingested, id: &str, run: Option<&str>) -> Resul
 
 fn not_found(ingested: &Ingested, id: &str) -> String {
     let needle = id.to_lowercase();
-    let mut similar: Vec<String> = ingested
-        .operations
-        .iter()
-        .map(|&(run, op)| match run {
-            Some(run) => format!(
-                "{}/{}",
-                ingested.strings.resolve(run),
-                ingested.strings.resolve(op)
-            ),
-            None => ingested.strings.resolve(op).to_string(),
-        })
+    let mut similar: Vec<String> = (0..ingested.operations.len() as u32)
+        .map(|op| display_operation_key(&ingested.operation_key(op)))
         .filter(|display| !needle.is_empty() && display.to_lowercase().contains(&needle))
         .collect();
     similar.sort();

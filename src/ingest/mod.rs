@@ -7,7 +7,9 @@
 //! Parquet) is [`source`]'s business; Parquet rows are read by [`parquet`]; the progress
 //! line on stderr is [`progress`].
 
+mod document;
 mod fields;
+mod jaeger;
 mod jsonl;
 mod logfmt;
 mod otlp;
@@ -47,6 +49,8 @@ pub enum InputFormat {
     Otlp,
     /// Zipkin v2 JSON: a span, or an array of spans, per line (docs/formats.md).
     Zipkin,
+    /// Jaeger JSON documents, `{"data":[trace, …]}` (docs/formats.md).
+    Jaeger,
 }
 
 /// Where input comes from.
@@ -239,12 +243,22 @@ impl<'c> Reader<'c> {
         };
         let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
         let mut next_line: u64 = 1;
+        let mut first = true;
         loop {
             let had = buf.len();
             (&mut lines)
                 .take(CHUNK_BYTES as u64)
                 .read_to_end(&mut buf)?;
             let eof = buf.len() == had;
+            if std::mem::take(&mut first) {
+                match layout(&buf, eof, self.config.format) {
+                    Layout::Documents(kind) => {
+                        let stream = std::io::Cursor::new(std::mem::take(&mut buf)).chain(lines);
+                        return self.read_documents(stream, file, kind, progress);
+                    }
+                    Layout::Lines(detected) => format = format.or(detected),
+                }
+            }
             // Only whole lines are parsed; the tail waits for the next read, or is the last line.
             let end = if eof {
                 buf.len()
@@ -385,6 +399,61 @@ impl<'c> Reader<'c> {
         )
     }
 
+    /// Reads whole documents of spans (see [`document`]) and keeps their spans for
+    /// [`Reader::push_spans`], as [`Reader::span_chunk`] does for lines.
+    fn read_documents(
+        &mut self,
+        stream: impl Read,
+        file: File,
+        kind: Option<document::Kind>,
+        progress: &mut Progress,
+    ) -> Result<()> {
+        let (mapping, hops) = (&self.config.spans, self.hops);
+        // Marks the input as holding spans, so that push_spans runs even if none was readable.
+        self.out.span_stats.get_or_insert_with(Default::default);
+        let (mut last_line, mut index) = (0, 0);
+        let lines = document::read(stream, kind, &mut |found| match found {
+            document::Found::Span { line, span } => {
+                // Spans are counted per line, as in line-delimited files.
+                index = if line == last_line { index + 1 } else { 1 };
+                last_line = line;
+                let source = SourceRef {
+                    file: file.index,
+                    line: u32::try_from(line).unwrap_or(u32::MAX),
+                };
+                match map_span(span, index, source, mapping, hops) {
+                    Ok((span, problem)) => {
+                        self.spans.push(span);
+                        if self.spans.len().is_multiple_of(PROGRESS_SPANS) {
+                            progress.update(self.out.events.len(), self.out.operations.len());
+                        }
+                        match problem {
+                            Some(message) => self.bad_line(file, line, message),
+                            None => Ok(()),
+                        }
+                    }
+                    Err(message) => {
+                        self.out
+                            .span_stats
+                            .get_or_insert_with(Default::default)
+                            .spans += 1;
+                        self.bad_line(file, line, message)
+                    }
+                }
+            }
+            document::Found::Problem {
+                line,
+                column,
+                message,
+            } => self
+                .out
+                .diagnostics
+                .bad_position(file.name, line, column, message),
+        })?;
+        self.out.lines_read += lines;
+        Ok(())
+    }
+
     /// Resolves every span read (operation, test run, parent: see
     /// [`spans::resolve::resolve`]) and adds the attempts as events.
     fn push_spans(&mut self) -> Result<()> {
@@ -425,23 +494,84 @@ fn map_spans(
     results
         .into_iter()
         .enumerate()
-        .map(|(n, r)| {
-            let index = n as u32 + 1;
-            match r {
-                Ok(span) => Ok(spans::resolve::map_span(span, index, source, mapping, hops)),
-                Err(e) => Err(format!(
-                    "{} {}",
-                    spans::resolve::label(index, e.id.as_deref()),
-                    e.message
-                )),
-            }
-        })
+        .map(|(n, r)| map_span(r, n as u32 + 1, source, mapping, hops))
         .collect()
 }
 
+/// One span as read, the `index`th of its line: mapped (with a problem to report, if any),
+/// or the message of a span that could not be read.
+fn map_span(
+    span: Result<spans::Span, spans::SpanError>,
+    index: u32,
+    source: SourceRef,
+    mapping: &SpanMapping,
+    hops: &HopOrder,
+) -> Result<(MappedSpan, Option<String>), String> {
+    match span {
+        Ok(span) => Ok(spans::resolve::map_span(span, index, source, mapping, hops)),
+        Err(e) => Err(format!(
+            "{} {}",
+            spans::resolve::label(index, e.id.as_deref()),
+            e.message
+        )),
+    }
+}
+
+/// Spans read from a document between two updates of the progress line.
+const PROGRESS_SPANS: usize = 1 << 14;
+
+/// How a text input is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Line by line, in this format (`None`: detected from the first line).
+    Lines(Option<InputFormat>),
+    /// As whole JSON documents (see [`document`]), of this kind (`None`: any).
+    Documents(Option<document::Kind>),
+}
+
+/// Documents when the first line opens a JSON object or array that it does not close (a
+/// pretty-printed document, or one line longer than a chunk), when the first line is a
+/// document that only comes whole (Jaeger's `{"data":…}`, Tempo's `{"trace":…}`), and
+/// always for `--input-format jaeger`. Lines otherwise: a bad line is then only one line.
+fn layout(head: &[u8], eof: bool, forced: InputFormat) -> Layout {
+    let lines = Layout::Lines((forced != InputFormat::Auto).then_some(forced));
+    // Blank input holds no document (and no line).
+    let Some(start) = head.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return lines;
+    };
+    let kind = match forced {
+        InputFormat::Jsonl | InputFormat::Logfmt => return lines,
+        InputFormat::Jaeger => return Layout::Documents(Some(document::Kind::Jaeger)),
+        InputFormat::Otlp => Some(document::Kind::Otlp),
+        InputFormat::Zipkin => Some(document::Kind::Zipkin),
+        InputFormat::Auto => None,
+    };
+    if !matches!(head[start], b'{' | b'[') {
+        return lines;
+    }
+    let rest = &head[start..];
+    let (line, after) = match memchr::memchr(b'\n', rest) {
+        Some(i) => (&rest[..i], &rest[i + 1..]),
+        None => (rest, &rest[rest.len()..]),
+    };
+    let more = !eof || after.iter().any(|b| !b.is_ascii_whitespace());
+    let unclosed = matches!(
+        serde_json::from_slice::<serde::de::IgnoredAny>(line),
+        Err(e) if e.is_eof()
+    );
+    if unclosed && more {
+        return Layout::Documents(kind);
+    }
+    if kind.is_none() && spans_format(line) == Some(InputFormat::Jaeger) {
+        return Layout::Documents(None);
+    }
+    lines
+}
+
 /// By the first non-blank line: `[` is Zipkin (an array of spans); `{` is OTLP when the
-/// object has `resourceSpans`, Zipkin when it has `traceId` and `id` (and no operation),
-/// JSON Lines otherwise; anything else is logfmt.
+/// object has `resourceSpans` (or `batches`), Zipkin when it has `traceId` and `id` (and no
+/// operation), JSON Lines otherwise; anything else is logfmt. (Documents are told apart
+/// before, by [`layout`].)
 fn detect_format(bytes: &[u8]) -> InputFormat {
     let Some(start) = bytes.iter().position(|b| !b.is_ascii_whitespace()) else {
         return InputFormat::Logfmt;
@@ -457,23 +587,31 @@ fn detect_format(bytes: &[u8]) -> InputFormat {
     }
 }
 
-/// OTLP or Zipkin when the first object looks like one (see [`detect_format`]).
+/// OTLP, Zipkin or Jaeger when the first object looks like one (see [`detect_format`]).
 fn spans_format(line: &[u8]) -> Option<InputFormat> {
     use serde::de::IgnoredAny;
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Sniff {
-        #[serde(alias = "resource_spans")]
+        #[serde(alias = "resource_spans", alias = "batches")]
         resource_spans: Option<IgnoredAny>,
+        /// Jaeger's `data`, or a wrapper of a whole document (Tempo's `trace`, Jaeger
+        /// v3's `result`).
+        #[serde(alias = "trace", alias = "result")]
+        data: Option<IgnoredAny>,
         trace_id: Option<IgnoredAny>,
         id: Option<IgnoredAny>,
         #[serde(alias = "operation_id", alias = "operation")]
         operation_id: Option<IgnoredAny>,
     }
     let sniff: Sniff = serde_json::from_slice(line).ok()?;
-    if sniff.resource_spans.is_some() {
+    if sniff.operation_id.is_some() {
+        None
+    } else if sniff.data.is_some() {
+        Some(InputFormat::Jaeger)
+    } else if sniff.resource_spans.is_some() {
         Some(InputFormat::Otlp)
-    } else if sniff.trace_id.is_some() && sniff.id.is_some() && sniff.operation_id.is_none() {
+    } else if sniff.trace_id.is_some() && sniff.id.is_some() {
         Some(InputFormat::Zipkin)
     } else {
         None
@@ -539,6 +677,84 @@ mod tests {
     fn strict_stops_at_the_first_bad_line() {
         let err = ingest_bytes(b"{\"start_ms\":1}\n", BadInputPolicy::Strict).unwrap_err();
         assert!(format!("{err:#}").contains("mem:1: missing operation_id"));
+    }
+
+    #[test]
+    fn a_json_document_the_first_line_does_not_close_is_read_whole() {
+        use document::Kind;
+        let auto = InputFormat::Auto;
+        let cases: [(&[u8], bool, InputFormat, Layout); 10] = [
+            // Pretty-printed: the first line opens what later lines close.
+            (
+                b"{\n  \"resourceSpans\": []\n}\n",
+                true,
+                auto,
+                Layout::Documents(None),
+            ),
+            (
+                b"[\n {\"traceId\":\"a\"}\n]",
+                true,
+                auto,
+                Layout::Documents(None),
+            ),
+            // A first line longer than the chunk read so far.
+            (
+                b"{\"resourceSpans\":[{",
+                false,
+                auto,
+                Layout::Documents(None),
+            ),
+            // One line cut off at the end of the file: a truncated line, as before.
+            (b"{\"resourceSpans\":[{", true, auto, Layout::Lines(None)),
+            // Jaeger's and Tempo v2's documents only come whole, even on one line.
+            (b"{\"data\":[]}\n", true, auto, Layout::Documents(None)),
+            (
+                b"{\"trace\":{\"batches\":[]}}",
+                true,
+                auto,
+                Layout::Documents(None),
+            ),
+            (
+                b"{\"resourceSpans\":[]}\n{\"resourceSpans\":[]}\n",
+                true,
+                auto,
+                Layout::Lines(None),
+            ),
+            (
+                b"{\"operation_id\":\"o\",\"data\":1}\n",
+                true,
+                auto,
+                Layout::Lines(None),
+            ),
+            (
+                b"{\n\"resourceSpans\":[]}",
+                true,
+                InputFormat::Otlp,
+                Layout::Documents(Some(Kind::Otlp)),
+            ),
+            (
+                b"{\"data\":[]}",
+                true,
+                InputFormat::Jsonl,
+                Layout::Lines(Some(InputFormat::Jsonl)),
+            ),
+        ];
+        for (head, eof, forced, expected) in cases {
+            assert_eq!(
+                layout(head, eof, forced),
+                expected,
+                "{}",
+                String::from_utf8_lossy(head)
+            );
+        }
+        assert_eq!(
+            layout(b"x", true, InputFormat::Jaeger),
+            Layout::Documents(Some(Kind::Jaeger))
+        );
+        assert_eq!(
+            layout(b" \n", true, InputFormat::Jaeger),
+            Layout::Lines(Some(InputFormat::Jaeger))
+        );
     }
 
     #[test]

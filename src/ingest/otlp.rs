@@ -29,7 +29,8 @@ use super::spans::{
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct TracesData {
-    #[serde(default, alias = "resource_spans")]
+    /// `batches` is Grafana Tempo's name for it (`GET /api/traces/{id}`).
+    #[serde(default, alias = "resource_spans", alias = "batches")]
     resource_spans: Option<Vec<ResourceSpans>>,
 }
 
@@ -45,10 +46,29 @@ struct ResourceSpans {
     scope_spans: Vec<ScopeSpans>,
 }
 
+/// The names a `ResourceSpans` gives its list of scopes: `instrumentationLibrarySpans` is
+/// the deprecated one that Tempo and older Collectors still write.
+pub(super) const SCOPE_SPANS_KEYS: [&str; 4] = [
+    "scopeSpans",
+    "scope_spans",
+    "instrumentationLibrarySpans",
+    "instrumentation_library_spans",
+];
+
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct Resource {
+pub(super) struct Resource {
     attributes: Vec<KeyValue>,
+}
+
+/// A resource's attributes, shared by its spans, and the service they name.
+pub(super) fn resource(r: Option<Resource>) -> (Arc<AttrList>, Option<String>) {
+    let attrs: Arc<AttrList> = Arc::new(r.map(|r| attributes(r.attributes)).unwrap_or_default());
+    let service = attrs
+        .iter()
+        .find(|(k, _)| k == "service.name")
+        .and_then(|(_, v)| v.text());
+    (attrs, service)
 }
 
 #[derive(Deserialize, Default)]
@@ -147,15 +167,7 @@ pub fn parse(text: &str, unterminated_last: bool) -> Result<SpanResults, String>
     };
     let mut out = Vec::new();
     for rs in resource_spans {
-        let resource: Arc<AttrList> = Arc::new(
-            rs.resource
-                .map(|r| attributes(r.attributes))
-                .unwrap_or_default(),
-        );
-        let service = resource
-            .iter()
-            .find(|(k, _)| k == "service.name")
-            .and_then(|(_, v)| v.text());
+        let (resource, service) = resource(rs.resource);
         for scope in rs.scope_spans {
             for raw in scope.spans {
                 out.push(span(raw, &resource, service.as_deref()));
@@ -165,7 +177,12 @@ pub fn parse(text: &str, unterminated_last: bool) -> Result<SpanResults, String>
     Ok(out)
 }
 
-fn span(raw: Value, resource: &Arc<AttrList>, service: Option<&str>) -> Result<Span, SpanError> {
+/// Reads one span of a resource whose attributes and service are given.
+pub(super) fn span(
+    raw: Value,
+    resource: &Arc<AttrList>,
+    service: Option<&str>,
+) -> Result<Span, SpanError> {
     let written_id = raw
         .get("spanId")
         .or_else(|| raw.get("span_id"))

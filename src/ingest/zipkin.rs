@@ -77,7 +77,8 @@ pub fn parse(text: &str, unterminated_last: bool) -> Result<SpanResults, String>
     Ok(items.into_iter().map(span).collect())
 }
 
-fn span(raw: Value) -> Result<Span, SpanError> {
+/// Reads one span object.
+pub(super) fn span(raw: Value) -> Result<Span, SpanError> {
     let written_id = raw.get("id").and_then(Value::as_str).map(String::from);
     let fail = |message: String| SpanError {
         id: written_id.clone(),
@@ -132,20 +133,8 @@ fn span(raw: Value) -> Result<Span, SpanError> {
             Some((k, AttrValue::Str(text)))
         })
         .collect();
-    let tag = |k: &str| {
-        attributes
-            .iter()
-            .find(|(key, _)| key == k)
-            .and_then(|(_, v)| v.text())
-    };
-    // `ot.status_code` (a gRPC code name) is what older OpenTelemetry Zipkin exporters wrote.
-    let code = tag("otel.status_code").or_else(|| tag("ot.status_code"));
-    let status = match (code, tag("error")) {
-        (Some(c), _) if c.eq_ignore_ascii_case("OK") => SpanStatus::Ok,
-        (Some(c), _) if !c.eq_ignore_ascii_case("UNSET") && !c.is_empty() => SpanStatus::Error,
-        (_, Some(e)) if e != "false" => SpanStatus::Error,
-        _ => SpanStatus::Unset,
-    };
+    let tag = |k: &str| tag_text(&attributes, k);
+    let status = status_from_tags(&attributes);
     // The remote endpoint names the server a client or producer addressed.
     if matches!(kind, SpanKind::Client | SpanKind::Producer)
         && tag("server.address").is_none()
@@ -175,6 +164,27 @@ fn span(raw: Value) -> Result<Span, SpanError> {
     })
 }
 
+fn tag_text(attributes: &AttrList, key: &str) -> Option<String> {
+    attributes
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, v)| v.text())
+}
+
+/// The span status that tags record, in Zipkin and in Jaeger alike: the `otel.status_code`
+/// tag (what OpenTelemetry's exporters write; `ot.status_code`, a gRPC code name, is what
+/// older ones wrote), else an `error` tag that is not `false`.
+pub(super) fn status_from_tags(attributes: &AttrList) -> SpanStatus {
+    let tag = |k: &str| tag_text(attributes, k);
+    let code = tag("otel.status_code").or_else(|| tag("ot.status_code"));
+    match (code, tag("error")) {
+        (Some(c), _) if c.eq_ignore_ascii_case("OK") => SpanStatus::Ok,
+        (Some(c), _) if !c.eq_ignore_ascii_case("UNSET") && !c.is_empty() => SpanStatus::Error,
+        (_, Some(e)) if e != "false" => SpanStatus::Error,
+        _ => SpanStatus::Unset,
+    }
+}
+
 fn endpoint_name(e: &Endpoint) -> Option<String> {
     if let Some(name) = e.service_name.as_ref().filter(|n| !n.is_empty()) {
         return Some(name.clone());
@@ -186,9 +196,13 @@ fn endpoint_name(e: &Endpoint) -> Option<String> {
     })
 }
 
-/// Microseconds as a number (fractions allowed) or a decimal string; 0 for `timestamp`
-/// means "not set", as in Zipkin.
-fn micros(field: &str, v: Option<&Value>) -> Result<Option<f64>, String> {
+/// The start-time fields, whose 0 means "not set": Zipkin's `timestamp`, Jaeger's
+/// `startTime`.
+const START_FIELDS: [&str; 2] = ["timestamp", "startTime"];
+
+/// Microseconds as a number (fractions allowed) or a decimal string (Zipkin and Jaeger
+/// times). A start time of 0 means "not set", as in Zipkin.
+pub(super) fn micros(field: &str, v: Option<&Value>) -> Result<Option<f64>, String> {
     let us = match v {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Number(n)) => n.as_f64(),
@@ -197,7 +211,7 @@ fn micros(field: &str, v: Option<&Value>) -> Result<Option<f64>, String> {
     };
     match us {
         Some(us) if us.is_finite() && us >= 0.0 => {
-            Ok((field != "timestamp" || us > 0.0).then_some(us))
+            Ok((!START_FIELDS.contains(&field) || us > 0.0).then_some(us))
         }
         _ => Err(format!(
             "has {field} {}, which is not a number of microseconds at or after 0",
