@@ -50,6 +50,7 @@ named_enum! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
     pub enum FindingKind {
         Retries => "retries",
+        HiddenResends => "hidden-resends",
         Redelivery => "redelivery",
         FanOut => "fan-out",
         Overlap => "overlap",
@@ -74,6 +75,11 @@ impl FindingKind {
             FindingKind::Retries => {
                 format!("the {hop} retried: a line there has more than one attempt")
             }
+            FindingKind::HiddenResends => format!(
+                "a layer inside the {hop}'s client (an SDK or transport retry) resent without a span of its own: \
+                 its sends, seen as several server spans under one client span, count as the {hop}'s attempts; \
+                 to see that layer as a hop, map those server spans to one (docs/formats.md, \"Hidden resends\")"
+            ),
             FindingKind::Redelivery => format!("the queue redelivered a message to the {hop}"),
             FindingKind::FanOut => {
                 format!("the {hop} addressed several distinct targets or messages under one parent")
@@ -192,6 +198,9 @@ pub struct HopFacts {
     pub attempts: u32,
     pub multiplies: bool,
     pub retries: bool,
+    /// An attempt here was sent by a layer inside the client that records no attempt of
+    /// its own (`hidden`); with `retries`, that layer resent.
+    pub hidden_sends: bool,
     pub redelivers: bool,
     pub fans_out: bool,
     pub over_budget: bool,
@@ -251,6 +260,7 @@ pub fn operation_facts(
         let h = &mut hops[a.hop as usize];
         h.attempts += 1;
         h.unfinished += u32::from(a.finish_ms.is_none());
+        h.hidden_sends |= a.hidden;
     }
     for p in &tree.parent {
         if let Parent::Orphan(i) = p {
@@ -499,6 +509,7 @@ pub fn findings(facts: &OperationFacts, burst_hops: &[u16]) -> Vec<Finding> {
             }
         };
         add(h.retries, FindingKind::Retries);
+        add(h.retries && h.hidden_sends, FindingKind::HiddenResends);
         add(h.redelivers, FindingKind::Redelivery);
         add(h.fans_out, FindingKind::FanOut);
         add(h.overlap_ms > 0.0, FindingKind::Overlap);

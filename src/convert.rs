@@ -60,6 +60,8 @@ struct Record<'a> {
     retry_after_ms: Option<Millis>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     effect: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    hidden: bool,
 }
 
 /// An outcome as the input reference spells it: a name, or an HTTP status as a number.
@@ -148,6 +150,7 @@ fn record<'a>(
         delay_ms: a.delay_ms,
         retry_after_ms: a.retry_after_ms,
         effect: a.effect,
+        hidden: a.hidden,
     }
 }
 

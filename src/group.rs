@@ -175,6 +175,7 @@ pub mod tests_support {
             delay_ms: None,
             retry_after_ms: None,
             effect: false,
+            hidden: false,
         }
     }
 }

@@ -228,6 +228,7 @@ pub struct Event {
     pub hop: u16,
     pub kind: EventKind,
     pub effect: bool,
+    pub hidden: bool,
 }
 
 // The 72 bytes the docs and the memory budget count on (docs/architecture.md, "Memory"): a
@@ -247,6 +248,7 @@ pub struct EventFields {
     pub retry_after_ms: Option<Millis>,
     pub outcome: Option<Outcome>,
     pub effect: bool,
+    pub hidden: bool,
 }
 
 fn sym_in(s: Option<Sym>) -> u32 {
@@ -293,6 +295,7 @@ impl Event {
             hop,
             kind,
             effect: f.effect,
+            hidden: f.hidden,
         }
     }
 
@@ -334,6 +337,7 @@ impl Event {
             retry_after_ms: nan_out(self.retry_after_ms),
             outcome: self.outcome,
             effect: self.effect,
+            hidden: self.hidden,
         }
     }
 
@@ -353,7 +357,7 @@ impl Event {
         [u32; 6],
         [u32; 2],
         Option<Outcome>,
-        bool,
+        [bool; 2],
     ) {
         (
             self.op,
@@ -372,7 +376,7 @@ impl Event {
             ],
             [self.delay_ms.to_bits(), self.retry_after_ms.to_bits()],
             self.outcome,
-            self.effect,
+            [self.effect, self.hidden],
         )
     }
 
@@ -404,6 +408,9 @@ pub struct Attempt {
     pub delay_ms: Option<Millis>,
     pub retry_after_ms: Option<Millis>,
     pub effect: bool,
+    /// Sent by a layer inside the client that records no attempt of its own (an SDK's
+    /// resend inside one client span), known only from the receiving side.
+    pub hidden: bool,
 }
 
 impl Attempt {

@@ -201,6 +201,7 @@ fn attempt_from(e: &Event, start_ms: Millis, finish_ms: Option<Millis>) -> Attem
         delay_ms: f.delay_ms,
         retry_after_ms: f.retry_after_ms,
         effect: f.effect,
+        hidden: f.hidden,
     }
 }
 
@@ -277,6 +278,7 @@ fn merge_fields(a: &mut Attempt, e: &Event) {
     a.delay_ms = a.delay_ms.or(f.delay_ms);
     a.retry_after_ms = a.retry_after_ms.or(f.retry_after_ms);
     a.effect |= f.effect;
+    a.hidden |= f.hidden;
 }
 
 /// Event indexes grouped by operation (a counting sort): operation `op` owns

@@ -1354,3 +1354,41 @@ fn an_empty_file_is_zero_operations_not_an_error() {
         assert!(rows.is_empty(), "{name}");
     }
 }
+
+#[test]
+fn attempts_marked_hidden_that_resend_give_the_hidden_resends_finding() {
+    let lines = concat!(
+        // h-1: one caller line of three sends, two of them resent by a layer inside the
+        // client (`hidden`): retries at the caller, made by that layer.
+        r#"{"operation_id":"h-1","hop":"caller","start_ms":0,"finish_ms":10,"outcome":503,"target":"GET /a","hidden":true}"#,
+        "\n",
+        r#"{"operation_id":"h-1","hop":"caller","start_ms":300,"finish_ms":310,"outcome":503,"target":"GET /a","hidden":"true"}"#,
+        "\n",
+        r#"{"operation_id":"h-1","hop":"caller","start_ms":600,"finish_ms":610,"outcome":"ok","target":"GET /a","hidden":true}"#,
+        "\n",
+        // h-2: one hidden send and no resend: nothing to report.
+        r#"{"operation_id":"h-2","hop":"caller","start_ms":0,"finish_ms":10,"outcome":"ok","target":"GET /a","hidden":true}"#,
+        "\n",
+    );
+    let file = TempFile::new("hidden.jsonl", lines.as_bytes());
+    let rows = by_id(analyze_rows(&[file.path()], &[]));
+    assert_eq!(
+        rows["h-1"].findings,
+        vec!["retries@caller", "hidden-resends@caller"]
+    );
+    assert_eq!(rows["h-1"].class, "healthy");
+    assert!(rows["h-2"].findings.is_empty());
+
+    let bad = TempFile::new(
+        "bad-hidden.jsonl",
+        br#"{"operation_id":"h-3","hop":"caller","start_ms":0,"finish_ms":1,"hidden":"yes"}
+"#,
+    );
+    let run = analyze(&[bad.path()]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("hidden must be true or false"),
+        "{}",
+        run.stderr
+    );
+}

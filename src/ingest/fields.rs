@@ -94,6 +94,7 @@ pub struct RawFields<'a> {
     pub delay_ms: Option<Scalar<'a>>,
     pub retry_after_ms: Option<Scalar<'a>>,
     pub effect: Option<Scalar<'a>>,
+    pub hidden: Option<Scalar<'a>>,
     pub event: Option<Scalar<'a>>,
     pub ts: Option<Scalar<'a>>,
     pub t_ms: Option<Scalar<'a>>,
@@ -122,7 +123,7 @@ impl Field {
 /// serde's [`RawFields`] deserializer (JSON Lines lines the fast path leaves, and logfmt),
 /// the JSON Lines fast path, and the Parquet columns. A key added here is read by all of
 /// them; the tests walk this table through each.
-pub const FIELDS: [Field; 21] = [
+pub const FIELDS: [Field; 22] = [
     Field {
         spellings: &["operation_id", "operationId", "operation"],
         slot: |f| &mut f.operation_id,
@@ -190,6 +191,10 @@ pub const FIELDS: [Field; 21] = [
     Field {
         spellings: &["effect"],
         slot: |f| &mut f.effect,
+    },
+    Field {
+        spellings: &["hidden"],
+        slot: |f| &mut f.hidden,
     },
     Field {
         spellings: &["event"],
@@ -309,6 +314,7 @@ pub struct CheckedLine<'a> {
     pub delay_ms: Option<Millis>,
     pub retry_after_ms: Option<Millis>,
     pub effect: bool,
+    pub hidden: bool,
 }
 
 impl<'a> RawFields<'a> {
@@ -341,7 +347,16 @@ impl<'a> RawFields<'a> {
             .retry_after_ms
             .map(|v| duration("retry_after_ms", v))
             .transpose()?;
-        let effect = self.effect.map(boolean).transpose()?.unwrap_or(false);
+        let effect = self
+            .effect
+            .map(|v| boolean("effect", v))
+            .transpose()?
+            .unwrap_or(false);
+        let hidden = self
+            .hidden
+            .map(|v| boolean("hidden", v))
+            .transpose()?
+            .unwrap_or(false);
 
         let explicit_hop = match self.hop {
             Some(v) => Some(hop_index(hops, &text("hop", v)?)?),
@@ -408,6 +423,7 @@ impl<'a> RawFields<'a> {
             delay_ms,
             retry_after_ms,
             effect,
+            hidden,
         })
     }
 }
@@ -456,13 +472,13 @@ fn duration(key: &str, v: Scalar) -> Result<Millis, String> {
     Ok(n)
 }
 
-fn boolean(v: Scalar) -> Result<bool, String> {
+fn boolean(key: &str, v: Scalar) -> Result<bool, String> {
     match v {
         Scalar::Bool(b) => Ok(b),
         Scalar::Str(s) if s == "true" => Ok(true),
         Scalar::Str(s) if s == "false" => Ok(false),
         other => Err(format!(
-            "effect must be true or false, got {}",
+            "{key} must be true or false, got {}",
             other.describe()
         )),
     }

@@ -20,7 +20,7 @@
 //! `otel.status_code` and `error` tags as for Zipkin. The first `CHILD_OF` reference in the
 //! span's own trace is its parent; every other reference (`FOLLOWS_FROM`, or a reference
 //! into another trace) is a link. Process tags are the resource attributes. `logs` are span
-//! events, which the mapping does not read (docs/formats.md).
+//! events; only `exception` ones are read, for their `exception.type` (docs/formats.md).
 
 use std::sync::Arc;
 
@@ -47,6 +47,14 @@ struct JaegerSpan {
     process_id: Option<String>,
     /// The span's own process, in the form without a `processes` table.
     process: Option<Value>,
+    logs: Vec<Log>,
+}
+
+/// A span event: its name is the `event` field (as Jaeger's OTLP translation writes it).
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Log {
+    fields: Vec<Tag>,
 }
 
 #[derive(Deserialize, Default)]
@@ -196,6 +204,22 @@ fn read(s: JaegerSpan) -> Result<Span, String> {
         }
     };
     let own = s.process.map(process).unwrap_or_default();
+    let exceptions = s
+        .logs
+        .into_iter()
+        .filter_map(|log| {
+            let fields = tags(log.fields);
+            let field = |key: &str| {
+                fields
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .and_then(|(_, v)| v.text())
+            };
+            (field("event").as_deref() == Some("exception"))
+                .then(|| field("exception.type"))
+                .flatten()
+        })
+        .collect();
     Ok(Span {
         trace_id,
         span_id,
@@ -210,6 +234,7 @@ fn read(s: JaegerSpan) -> Result<Span, String> {
         attributes,
         resource: own.resource,
         links,
+        exceptions,
     })
 }
 
@@ -319,13 +344,16 @@ mod tests {
                     {"key":"http.request.resend_count","type":"int64","value":"1"},
                     {"key":"error","type":"bool","value":true},
                     {"key":"http.request.header.idempotency-key","type":"string","value":"[\"order-1001\"]"}],
-            "logs":[{"timestamp":1700000000020000u64,"fields":[{"key":"event","type":"string","value":"retry"}]}],
+            "logs":[{"timestamp":1700000000020000u64,"fields":[{"key":"event","type":"string","value":"retry"},{"key":"exception.type","type":"string","value":"NotAnException"}]},
+                {"timestamp":1700000000030000u64,"fields":[{"key":"event","type":"string","value":"exception"},{"key":"exception.type","type":"string","value":"requests.exceptions.ReadTimeout"}]}],
             "processID":"p1","warnings":null
         }))
         .unwrap();
         assert_eq!(s.trace_id, "0af7651916cd43dd8448eb211c80319c");
         assert_eq!(s.parent_span_id.as_deref(), Some("00f067aa0ba902b7"));
         assert_eq!(s.kind, SpanKind::Client);
+        // Only the exception log counts, for its type.
+        assert_eq!(s.exceptions, vec!["requests.exceptions.ReadTimeout"]);
         assert_eq!(s.service.as_deref(), Some("checkout"));
         assert_eq!(s.start_ms, Some(1_700_000_000_010.0));
         assert_eq!(s.finish_ms, Some(1_700_000_001_210.5));

@@ -223,6 +223,7 @@ impl<'c> Reader<'c> {
             retry_after_ms: line.retry_after_ms,
             outcome: line.outcome,
             effect: line.effect,
+            hidden: line.hidden,
         };
         let event = Event::new(source, op, line.hop, line.timing, fields);
         out.events.push(event);

@@ -95,6 +95,15 @@ struct OtlpSpan {
     attributes: Vec<KeyValue>,
     links: Vec<OtlpLink>,
     status: Option<Status>,
+    events: Vec<OtlpEvent>,
+}
+
+/// A span event; only `exception` events are read, for their `exception.type`.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct OtlpEvent {
+    name: Option<String>,
+    attributes: Vec<KeyValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -229,6 +238,18 @@ pub(super) fn span(
             attributes: attributes(l.attributes),
         });
     }
+    let exceptions = s
+        .events
+        .into_iter()
+        .filter(|e| e.name.as_deref() == Some("exception"))
+        .filter_map(|e| {
+            let kv = e
+                .attributes
+                .into_iter()
+                .find(|kv| kv.key == "exception.type")?;
+            any_value(kv.value?).text()
+        })
+        .collect();
     Ok(Span {
         trace_id,
         span_id,
@@ -246,6 +267,7 @@ pub(super) fn span(
             .status
             .and_then(|st| status(st.code.as_ref()))
             .unwrap_or_default(),
+        exceptions,
     })
 }
 
@@ -390,6 +412,14 @@ mod tests {
     fn base64_ids_numeric_times_enum_names_and_snake_case_read_the_same() {
         let other = r#"{"resource_spans":[{"resource":{"attributes":[{"key":"service.name","value":{"string_value":"checkout"}}]},"scope_spans":[{"spans":[{"trace_id":"CvdlGRbNQ92ESOshHIAxnA==","span_id":"APBnqgupArc=","name":"GET","kind":"SPAN_KIND_CLIENT","start_time_unix_nano":1700000000000000000,"end_time_unix_nano":"1700000000250500000","attributes":[{"key":"http.request.resend_count","value":{"int_value":1}}],"status":{"code":"STATUS_CODE_ERROR"}}]}]}]}"#;
         assert_eq!(parse(other, false).unwrap(), parse(HEX, false).unwrap());
+    }
+
+    #[test]
+    fn exception_events_are_read_for_their_type() {
+        let line = r#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"00f067aa0ba902b7","kind":3,"startTimeUnixNano":"1","events":[{"timeUnixNano":"2","name":"retry","attributes":[{"key":"exception.type","value":{"stringValue":"NotAnException"}}]},{"timeUnixNano":"3","name":"exception","attributes":[{"key":"exception.message","value":{"stringValue":"Read timed out."}},{"key":"exception.type","value":{"stringValue":"requests.exceptions.ReadTimeout"}}]},{"name":"exception"}],"status":{"code":2}}]}]}]}"#;
+        let spans = parse(line, false).unwrap();
+        let s = spans[0].as_ref().unwrap();
+        assert_eq!(s.exceptions, vec!["requests.exceptions.ReadTimeout"]);
     }
 
     #[test]

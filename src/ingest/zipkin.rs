@@ -161,6 +161,8 @@ pub(super) fn span(raw: Value) -> Result<Span, SpanError> {
         resource: Arc::new(Vec::new()),
         links: Vec::new(),
         status,
+        // Zipkin annotations are bare strings: an exception's type is not recorded.
+        exceptions: Vec::new(),
     })
 }
 

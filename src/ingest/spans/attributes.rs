@@ -136,21 +136,33 @@ pub fn outcome(span: &Span) -> Option<Outcome> {
         return Some(o);
     }
     if let Some(kind) = span.attr("error.type").and_then(AttrValue::text) {
-        let k = kind.to_ascii_lowercase();
-        return Some(
-            if k.contains("timeout") || k.contains("timedout") || k.contains("deadline") {
-                Outcome::Timeout
-            } else if k.contains("cancel") {
-                Outcome::Cancelled
-            } else {
-                Outcome::Error
-            },
-        );
+        return Some(failure(&kind));
+    }
+    // An exception that ended a span that did not end OK: the last one recorded.
+    if span.status != SpanStatus::Ok {
+        if let Some(kind) = span.exceptions.last() {
+            return Some(failure(kind));
+        }
     }
     match span.status {
         SpanStatus::Error => Some(Outcome::Error),
         SpanStatus::Ok => Some(Outcome::Ok),
         SpanStatus::Unset => None,
+    }
+}
+
+/// What a failure's type name (`error.type`, an exception event's `exception.type`) says:
+/// `java.net.SocketTimeoutException`, `requests.exceptions.ReadTimeout`,
+/// `urllib3.exceptions.ReadTimeoutError`, `TimeoutError`, `DeadlineExceeded` are timeouts;
+/// `asyncio.CancelledError` is a cancellation; anything else is an error.
+fn failure(kind: &str) -> Outcome {
+    let k = kind.to_ascii_lowercase();
+    if k.contains("timeout") || k.contains("timedout") || k.contains("deadline") {
+        Outcome::Timeout
+    } else if k.contains("cancel") {
+        Outcome::Cancelled
+    } else {
+        Outcome::Error
     }
 }
 
@@ -395,5 +407,87 @@ mod tests {
         assert!(attempt_fields(&sp, true)
             .unwrap_err()
             .contains("http.request.resend_count"));
+    }
+
+    #[test]
+    fn captured_headers_match_in_any_spelling_and_an_array_is_its_first_element() {
+        let header = AttrValue::Array(vec![s("order-7"), s("order-8")]);
+        let sp = span(
+            SpanKind::Server,
+            "svc",
+            &[
+                ("http.request.header.x_operation_id", header),
+                ("http.response.header.Retry_After", s("2")),
+                ("x_operation_id", s("not a header")),
+            ],
+        );
+        for key in [
+            "http.request.header.x-operation-id",
+            "http.request.header.X-Operation-Id",
+            "http.request.header.x_operation_id",
+        ] {
+            assert_eq!(
+                sp.attr(key).and_then(AttrValue::text).as_deref(),
+                Some("order-7"),
+                "{key}"
+            );
+        }
+        assert_eq!(
+            attempt_fields(&sp, false).unwrap().retry_after_ms,
+            Some(2000.0)
+        );
+        // Only captured headers are compared loosely; other keys must match exactly.
+        assert_eq!(sp.attr("x-operation-id"), None);
+        assert_eq!(sp.attr("http.request.header.x-operation"), None);
+        assert_eq!(sp.attr("http.response.header.x-operation-id"), None);
+    }
+
+    #[test]
+    fn an_exception_event_names_the_failure_of_a_span_that_did_not_end_ok() {
+        let cases = [
+            (
+                "requests.exceptions.ReadTimeout",
+                SpanStatus::Error,
+                Some(Outcome::Timeout),
+            ),
+            (
+                "urllib3.exceptions.ReadTimeoutError",
+                SpanStatus::Error,
+                Some(Outcome::Timeout),
+            ),
+            ("TimeoutError", SpanStatus::Unset, Some(Outcome::Timeout)),
+            (
+                "DeadlineExceeded",
+                SpanStatus::Error,
+                Some(Outcome::Timeout),
+            ),
+            (
+                "asyncio.exceptions.CancelledError",
+                SpanStatus::Error,
+                Some(Outcome::Cancelled),
+            ),
+            ("ValueError", SpanStatus::Error, Some(Outcome::Error)),
+            // An exception the span recorded and got over: the span says it ended OK.
+            (
+                "requests.exceptions.ReadTimeout",
+                SpanStatus::Ok,
+                Some(Outcome::Ok),
+            ),
+        ];
+        for (kind, status, expected) in cases {
+            let mut sp = span(SpanKind::Client, "svc", &[]);
+            sp.status = status;
+            sp.exceptions = vec!["ConnectionResetError".into(), kind.into()];
+            assert_eq!(outcome(&sp), expected, "{kind} {status:?}");
+        }
+        // A status code and error.type come first.
+        let mut sp = span(
+            SpanKind::Client,
+            "svc",
+            &[("http.response.status_code", AttrValue::Int(503))],
+        );
+        sp.status = SpanStatus::Error;
+        sp.exceptions = vec!["requests.exceptions.HTTPError".into()];
+        assert_eq!(outcome(&sp), Some(Outcome::Http(503)));
     }
 }

@@ -22,6 +22,9 @@ pub enum Skip {
     /// Its direct children at the same hop and service are the attempts (a call span
     /// over per-try spans).
     Wrapper,
+    /// A client span whose sends are the server spans below it: a layer inside the
+    /// client resent without spans of its own (hidden resends).
+    HiddenSends,
     /// Reported as a bad line (no hop, no start time, …); still followed as an ancestor.
     Bad,
 }
@@ -34,6 +37,7 @@ impl Skip {
             Skip::Receive => "messaging receive (poll)",
             Skip::MappedOut => "mapped to '-'",
             Skip::Wrapper => "wraps per-try spans",
+            Skip::HiddenSends => "its sends are the server spans below it: hidden resends",
             Skip::Bad => "bad (reported)",
         }
     }

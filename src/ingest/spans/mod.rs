@@ -34,18 +34,16 @@ pub enum AttrValue {
 }
 
 impl AttrValue {
-    /// The value as text. A one-element array (a captured header such as
-    /// `http.request.header.idempotency-key`) is its element; longer arrays join with `,`.
+    /// The value as text. An array is its first element: captured headers are arrays
+    /// (`http.request.header.idempotency-key` = `["order-7"]`), one element per time the
+    /// header was sent, and the first is the one the request carried first.
     pub fn text(&self) -> Option<String> {
         match self {
             AttrValue::Str(s) => Some(s.clone()),
             AttrValue::Int(i) => Some(i.to_string()),
             AttrValue::Double(d) => Some(d.to_string()),
             AttrValue::Bool(b) => Some(b.to_string()),
-            AttrValue::Array(items) => {
-                let parts: Vec<String> = items.iter().filter_map(AttrValue::text).collect();
-                (!parts.is_empty()).then(|| parts.join(","))
-            }
+            AttrValue::Array(items) => items.first().and_then(AttrValue::text),
             AttrValue::Other => None,
         }
     }
@@ -101,15 +99,46 @@ pub struct Span {
     pub resource: Arc<AttrList>,
     pub links: Vec<Link>,
     pub status: SpanStatus,
+    /// The `exception.type` of each `exception` span event, in order: the only record of
+    /// a timeout that an instrumentation reports as a raised exception (Python's requests
+    /// instrumentation sets no status code and, by default, no `error.type`).
+    pub exceptions: Vec<String>,
+}
+
+/// The prefixes of captured HTTP header attributes.
+const HEADER_PREFIXES: [&str; 2] = ["http.request.header.", "http.response.header."];
+
+/// Whether the attribute key `written` is the key `wanted`. Captured header names are
+/// compared as HTTP compares them, ignoring case, and with `-` and `_` alike: Python's
+/// instrumentation writes `http.request.header.x_operation_id` for the header
+/// `X-Operation-Id` (WSGI hands headers over with underscores), Java's and Go's
+/// `http.request.header.x-operation-id`.
+fn same_key(written: &str, wanted: &str, header: bool) -> bool {
+    if !header {
+        return written == wanted;
+    }
+    let fold = |b: u8| {
+        if b == b'_' {
+            b'-'
+        } else {
+            b.to_ascii_lowercase()
+        }
+    };
+    written.len() == wanted.len()
+        && written
+            .bytes()
+            .zip(wanted.bytes())
+            .all(|(a, b)| fold(a) == fold(b))
 }
 
 impl Span {
     /// A span attribute, else a resource attribute.
     pub fn attr(&self, key: &str) -> Option<&AttrValue> {
+        let header = HEADER_PREFIXES.iter().any(|p| key.starts_with(p));
         self.attributes
             .iter()
             .chain(self.resource.iter())
-            .find(|(k, _)| k == key)
+            .find(|(k, _)| same_key(k, key, header))
             .map(|(_, v)| v)
     }
 
@@ -214,6 +243,7 @@ pub(super) mod test_support {
             resource: Arc::new(Vec::new()),
             links: Vec::new(),
             status: SpanStatus::Unset,
+            exceptions: Vec::new(),
         }
     }
 

@@ -2,6 +2,8 @@
 //! the parent attempt of each attempt span, found by walking up through parent spans and
 //! consumer links once every input has been read.
 
+mod hidden;
+
 use std::collections::{BTreeMap, HashMap};
 
 use super::attributes::{attempt_fields, AttemptFields, MESSAGE_ID_KEYS};
@@ -66,6 +68,8 @@ pub struct MappedSpan {
     start_ms: Millis,
     finish_ms: Option<Millis>,
     fields: AttemptFields,
+    /// A send by a layer inside the client span above it, seen only as this server span.
+    hidden: bool,
 }
 
 /// `span 3 (id 5fb3a1c2d4e6f708)`: how messages name a span.
@@ -172,6 +176,7 @@ pub fn map_span(
         start_ms: span.start_ms.unwrap_or(0.0),
         finish_ms: span.finish_ms,
         fields,
+        hidden: false,
         trace_id: span.trace_id,
     };
     (mapped, problem)
@@ -237,6 +242,7 @@ pub fn resolve(mut spans: Vec<MappedSpan>, mapping: &SpanMapping) -> Resolved {
     for w in wrappers {
         spans[w].role = Role::NotAttempt(Skip::Wrapper);
     }
+    hidden::mark_hidden_sends(&mut spans, &find);
 
     // The trace IDs as written, for operations named by the trace where the causes end.
     let trace_names: HashMap<u128, &str> = spans
@@ -397,6 +403,7 @@ fn checked_line(
         delay_ms: None,
         retry_after_ms: f.retry_after_ms,
         effect: false,
+        hidden: s.hidden,
     }
 }
 
@@ -589,6 +596,164 @@ mod tests {
         assert_eq!(
             problem.as_deref(),
             Some("span 3 (id 00f067aa0ba902b7) has no start time")
+        );
+    }
+
+    /// A caller client span with two gateway server spans below it (a layer inside the
+    /// client resent), each with a gateway client span below; and a second caller span
+    /// with one server span below it (no resend).
+    fn resent_spans() -> Vec<Span> {
+        let url = ("url.full", s("http://gateway/items/42"));
+        let route = ("http.route", s("/items/<id>"));
+        vec![
+            child(
+                "0000000000000001",
+                None,
+                SpanKind::Client,
+                "caller",
+                std::slice::from_ref(&url),
+            ),
+            child(
+                "0000000000000002",
+                Some("0000000000000001"),
+                SpanKind::Server,
+                "gateway",
+                &[
+                    route.clone(),
+                    ("http.response.status_code", AttrValue::Int(503)),
+                ],
+            ),
+            child(
+                "0000000000000003",
+                Some("0000000000000001"),
+                SpanKind::Server,
+                "gateway",
+                std::slice::from_ref(&route),
+            ),
+            child(
+                "0000000000000004",
+                Some("0000000000000002"),
+                SpanKind::Client,
+                "gateway",
+                &[],
+            ),
+            child(
+                "0000000000000005",
+                Some("0000000000000003"),
+                SpanKind::Client,
+                "gateway",
+                &[],
+            ),
+            child("0000000000000006", None, SpanKind::Client, "caller", &[url]),
+            child(
+                "0000000000000007",
+                Some("0000000000000006"),
+                SpanKind::Server,
+                "gateway",
+                &[route],
+            ),
+        ]
+    }
+
+    #[test]
+    fn server_spans_resent_inside_one_client_span_are_the_clients_hidden_sends() {
+        let m = mapping();
+        let resolved = resolve(
+            resent_spans().into_iter().map(|s| mapped(s, &m)).collect(),
+            &m,
+        );
+        assert!(resolved.problems.is_empty());
+        // (span, hop, hidden, parent, target) of each attempt.
+        #[allow(clippy::type_complexity)]
+        let got: Vec<(&str, u16, bool, Option<&str>, Option<&str>)> = resolved
+            .lines
+            .iter()
+            .map(|(_, l)| {
+                (
+                    l.span_id.as_deref().unwrap(),
+                    l.hop,
+                    l.hidden,
+                    l.parent_id.as_deref(),
+                    l.target.as_deref(),
+                )
+            })
+            .collect();
+        let target = Some("gateway/items/42");
+        assert_eq!(
+            got,
+            vec![
+                // The two sends are the caller's, addressing what its client span did.
+                ("0000000000000002", 0, true, None, target),
+                ("0000000000000003", 0, true, None, target),
+                // The gateway's calls hang below the send that carried them.
+                (
+                    "0000000000000004",
+                    1,
+                    false,
+                    Some("0000000000000002"),
+                    Some("op")
+                ),
+                (
+                    "0000000000000005",
+                    1,
+                    false,
+                    Some("0000000000000003"),
+                    Some("op")
+                ),
+                // One server span under a client span is no resend.
+                ("0000000000000006", 0, false, None, target),
+            ]
+        );
+        assert_eq!(
+            resolved.lines[0].1.outcome,
+            Some(crate::model::Outcome::Http(503))
+        );
+        assert_eq!(
+            resolved
+                .stats
+                .skipped
+                .get(&("caller".into(), "client", Skip::HiddenSends)),
+            Some(&1)
+        );
+    }
+
+    #[test]
+    fn server_spans_mapped_to_a_hop_are_never_hidden_sends() {
+        let hops = HopOrder::new(vec![
+            "caller".into(),
+            "sdk".into(),
+            "gateway".into(),
+            "dependency".into(),
+        ])
+        .unwrap();
+        let mut m = SpanMapping::new(&hops, vec![false; 4]);
+        m.add_hop_rules("--hop", &["gateway:server=sdk".into()], &hops)
+            .unwrap();
+        let spans: Vec<MappedSpan> = resent_spans()
+            .into_iter()
+            .map(|sp| {
+                let (mapped, problem) = map_span(sp, 1, SourceRef { file: 0, line: 1 }, &m, &hops);
+                assert_eq!(problem, None);
+                mapped
+            })
+            .collect();
+        let resolved = resolve(spans, &m);
+        let got: Vec<(&str, u16, bool)> = resolved
+            .lines
+            .iter()
+            .map(|(_, l)| (l.span_id.as_deref().unwrap(), l.hop, l.hidden))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("0000000000000001", 0, false),
+                ("0000000000000002", 1, false),
+                ("0000000000000003", 1, false),
+                ("0000000000000004", 2, false),
+                ("0000000000000005", 2, false),
+                ("0000000000000006", 0, false),
+                ("0000000000000007", 1, false),
+            ]
         );
     }
 }
