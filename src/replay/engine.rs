@@ -654,6 +654,7 @@ mod tests {
             delay_ms: None,
             retry_after_ms: None,
             effect: false,
+            hidden: false,
         }
     }
 
