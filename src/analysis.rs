@@ -7,8 +7,8 @@ use rayon::prelude::*;
 
 use crate::burst::{find_bursts, Burst, RetryPoint};
 use crate::classify::{classify, findings, operation_facts, Class, Finding, FindingKind, Role};
-use crate::diagnostics::Diagnostics;
-use crate::group::{build_tree, Tree};
+use crate::diagnostics::{BadInputPolicy, Diagnostics};
+use crate::group::{build_tree, Parent, Tree};
 use crate::ingest::Ingested;
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
 use crate::normalize::{normalize_operation, ByOperation};
@@ -29,6 +29,47 @@ pub struct OperationResult {
     pub first_start_ms: Millis,
     pub last_finish_ms: Option<Millis>,
     pub overlap_ms: Millis,
+    /// How the logical request ended for its caller: a replay or a diff compares it.
+    pub final_outcome: FinalOutcome,
+}
+
+/// How a logical operation ended, judged by the last attempt of each line at its first hop
+/// (what the user's request got back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FinalOutcome {
+    Success,
+    Failure,
+    /// No outcome was logged for a last attempt (or it was still in flight).
+    Unknown,
+}
+
+impl FinalOutcome {
+    /// Failure if any first-hop line ended in a failure; success if all ended in success.
+    pub fn of(attempts: &[Attempt], tree: &Tree) -> FinalOutcome {
+        let mut all_success = true;
+        for line in tree.lines.iter().filter(|l| l.parent == Parent::Request) {
+            let last = line.attempts.last().map(|&i| attempts[i as usize].outcome);
+            match last.flatten() {
+                Some(o) if o.is_success() => {}
+                Some(_) => return FinalOutcome::Failure,
+                None => all_success = false,
+            }
+        }
+        if all_success {
+            FinalOutcome::Success
+        } else {
+            FinalOutcome::Unknown
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FinalOutcome::Success => "success",
+            FinalOutcome::Failure => "failure",
+            FinalOutcome::Unknown => "unknown",
+        }
+    }
 }
 
 impl OperationResult {
@@ -70,6 +111,9 @@ pub enum Keep {
     Worst(usize),
     /// These operations, by index into the ingested operation table, in this order.
     Operations(Vec<u32>),
+    /// The `n` worst operations, then these ones too (a replay draws its own worst
+    /// operations and the observed run's worst ones, to compare them).
+    WorstAnd(usize, Vec<u32>),
 }
 
 /// One operation whose attempts were kept: what its timeline is drawn from.
@@ -218,6 +262,7 @@ struct Pending {
     first_start_ms: Millis,
     last_finish_ms: Option<Millis>,
     overlap_ms: Millis,
+    final_outcome: FinalOutcome,
 }
 
 /// What the per-operation pass accumulates, per worker, then concatenated in order.
@@ -264,12 +309,17 @@ impl Pass {
         let mut normalized = normalize_operation(events);
         self.duplicates.append(&mut normalized.duplicates);
         self.problems.append(&mut normalized.problems);
-        if normalized.attempts.is_empty() {
+        self.add_attempts(op, &normalized.attempts, rules, trace_end_ms);
+    }
+
+    /// Runs group → classify on one operation's attempts (in canonical order).
+    fn add_attempts(&mut self, op: u32, attempts: &[Attempt], rules: &Rules, trace_end_ms: Millis) {
+        if attempts.is_empty() {
             return; // every event of it was a problem: no operation to report
         }
-        let tree = build_tree(&normalized.attempts, rules, trace_end_ms);
-        let facts = operation_facts(&normalized.attempts, &tree, rules, trace_end_ms);
-        for (a, role) in normalized.attempts.iter().zip(&facts.roles) {
+        let tree = build_tree(attempts, rules, trace_end_ms);
+        let facts = operation_facts(attempts, &tree, rules, trace_end_ms);
+        for (a, role) in attempts.iter().zip(&facts.roles) {
             self.attempts.push(a, *role);
         }
         self.retries.extend(facts.retry_starts.iter().map(|r| {
@@ -300,6 +350,7 @@ impl Pass {
             first_start_ms: facts.first_start_ms,
             last_finish_ms: facts.last_finish_ms,
             overlap_ms: facts.overlap_ms,
+            final_outcome: FinalOutcome::of(attempts, &tree),
         });
     }
 }
@@ -314,12 +365,19 @@ fn add_counts(into: &mut Vec<u64>, from: &[u64]) {
 }
 
 pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> anyhow::Result<Analysis> {
+    analyze_in_place(&mut ingested, rules, keep)
+}
+
+/// [`analyze`], leaving the operation table and strings in `ingested` for a second analysis
+/// of the same operations (a replay). Its events and diagnostics are taken.
+pub fn analyze_in_place(
+    ingested: &mut Ingested,
+    rules: &Rules,
+    keep: &Keep,
+) -> anyhow::Result<Analysis> {
     let events = std::mem::take(&mut ingested.events);
     let event_count = events.len() as u64;
-    let trace_end_ms = events
-        .par_iter()
-        .map(Event::latest_ms)
-        .reduce(|| 0.0, Millis::max);
+    let trace_end_ms = trace_end(&events);
     let by_operation = ByOperation::new(&events, ingested.operations.len());
     // A few dozen workers' results: each becomes one chunk of the attempt table.
     let min_ops_per_worker = (ingested.operations.len() / 64).max(1024);
@@ -335,31 +393,124 @@ pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> anyhow::Re
         })
         .collect::<Vec<Pass>>();
     crate::profile::note("per-operation pass");
-    let (pass, attempt_columns) = Pass::concat(pass);
+    let (mut pass, attempt_columns) = Pass::concat(pass);
     crate::profile::note("concat");
     // The operations a report draws run the per-operation stages once more, while their
     // events are at hand: cheaper than keeping every operation's attempts and tree.
-    let chosen = choose_kept(&pass.pending, keep, &ingested);
-    let mut kept_work: Vec<(u32, Vec<Attempt>, Tree, Vec<Role>)> = chosen
+    let chosen = choose_kept(&pass.pending, keep, ingested);
+    let kept_work: Vec<(u32, Vec<Attempt>)> = chosen
         .iter()
         .map(|&op| {
             let mut own = Vec::new();
             by_operation.sorted_events(&events, op as usize, &mut own);
-            let attempts = normalize_operation(&own).attempts;
-            let tree = build_tree(&attempts, rules, trace_end_ms);
-            let roles = operation_facts(&attempts, &tree, rules, trace_end_ms).roles;
-            (op, attempts, tree, roles)
+            (op, normalize_operation(&own).attempts)
         })
         .collect();
     drop(by_operation);
     drop(events);
     crate::profile::note("events dropped");
+    ingested
+        .diagnostics
+        .bad_sources_in_file_order(&ingested.files, std::mem::take(&mut pass.problems))?;
+    // Left empty: a second analysis of these operations has no bad lines of its own.
+    let diagnostics = std::mem::replace(
+        &mut ingested.diagnostics,
+        Diagnostics::new(BadInputPolicy::Report),
+    );
+    finish(
+        pass,
+        attempt_columns,
+        kept_work,
+        ingested,
+        rules,
+        Totals {
+            diagnostics,
+            events: event_count,
+            trace_end_ms,
+        },
+    )
+}
+
+/// The latest time anywhere in the events: where unfinished attempts are still active.
+pub fn trace_end(events: &[Event]) -> Millis {
+    events
+        .par_iter()
+        .map(Event::latest_ms)
+        .reduce(|| 0.0, Millis::max)
+}
+
+/// Analyses attempts that were not read but made: each operation's attempts (index into
+/// `ingested`'s operation table, attempts in canonical order) go through the same
+/// group → classify → burst → result stages as read ones. A replay's attempts come here.
+/// `events`: what the summary reports as events read; `trace_end_ms`: where unfinished
+/// attempts are still active.
+pub fn analyze_attempts(
+    ingested: &Ingested,
+    operations: &[(u32, Vec<Attempt>)],
+    rules: &Rules,
+    keep: &Keep,
+    events: u64,
+    trace_end_ms: Millis,
+) -> anyhow::Result<Analysis> {
+    let min_ops_per_worker = (operations.len() / 64).max(1024);
+    let pass = operations
+        .par_iter()
+        .with_min_len(min_ops_per_worker)
+        .fold(Pass::default, |mut pass, (op, attempts)| {
+            pass.add_attempts(*op, attempts, rules, trace_end_ms);
+            pass
+        })
+        .collect::<Vec<Pass>>();
+    let (pass, attempt_columns) = Pass::concat(pass);
+    let chosen = choose_kept(&pass.pending, keep, ingested);
+    let kept_work = chosen
+        .iter()
+        .filter_map(|&op| {
+            let (_, attempts) = operations.iter().find(|(o, _)| *o == op)?;
+            Some((op, attempts.clone()))
+        })
+        .collect();
+    finish(
+        pass,
+        attempt_columns,
+        kept_work,
+        ingested,
+        rules,
+        Totals {
+            diagnostics: Diagnostics::new(BadInputPolicy::Report),
+            events,
+            trace_end_ms,
+        },
+    )
+}
+
+/// What the two ways into the analysis know beside the per-operation pass.
+struct Totals {
+    diagnostics: Diagnostics,
+    events: u64,
+    trace_end_ms: Millis,
+}
+
+/// The cross-operation part of the analysis: bursts, the class each operation gets once
+/// bursts are known, and the kept operations' trees.
+fn finish(
+    pass: Pass,
+    attempt_columns: Vec<AttemptColumns>,
+    kept_work: Vec<(u32, Vec<Attempt>)>,
+    ingested: &Ingested,
+    rules: &Rules,
+    totals: Totals,
+) -> anyhow::Result<Analysis> {
+    let Totals {
+        diagnostics,
+        events: event_count,
+        trace_end_ms,
+    } = totals;
     let attempts = AttemptTable::from_parts(attempt_columns)?;
     let Pass {
         pending,
         retries,
         mut duplicates,
-        problems,
         mut unfinished_per_hop,
         mut orphans_per_hop,
         duplicate_effects,
@@ -367,10 +518,6 @@ pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> anyhow::Re
     } = pass;
     unfinished_per_hop.resize(rules.hops.len(), 0);
     orphans_per_hop.resize(rules.hops.len(), 0);
-
-    ingested
-        .diagnostics
-        .bad_sources_in_file_order(&ingested.files, problems)?;
 
     let bursts = detect_bursts(retries, rules);
     let mut burst_hops: Vec<(u32, u16)> = bursts
@@ -420,6 +567,7 @@ pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> anyhow::Re
                 first_start_ms: p.first_start_ms,
                 last_finish_ms: p.last_finish_ms,
                 overlap_ms: p.overlap_ms,
+                final_outcome: p.final_outcome,
             };
             (p.op, result)
         })
@@ -427,9 +575,11 @@ pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> anyhow::Re
     operations.par_sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
     let resolve = |sym: Option<u32>| sym.map(|s| ingested.strings.resolve(s).into());
     let kept = kept_work
-        .drain(..)
-        .filter_map(|(op, attempts, tree, roles)| {
+        .into_iter()
+        .filter_map(|(op, attempts)| {
             let result = operations.iter().find(|(o, _)| *o == op)?.1.clone();
+            let tree = build_tree(&attempts, rules, trace_end_ms);
+            let roles = operation_facts(&attempts, &tree, rules, trace_end_ms).roles;
             Some(KeptOperation {
                 op,
                 result,
@@ -449,13 +599,13 @@ pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> anyhow::Re
         attempts,
         bursts,
         burst_operations,
-        diagnostics: ingested.diagnostics,
+        diagnostics,
         duplicate_events: duplicates.len() as u64,
         duplicate_examples,
         duplicate_effects,
         unfinished_per_hop,
         orphans_per_hop,
-        files: ingested.files,
+        files: ingested.files.clone(),
         lines_read: ingested.lines_read,
         events: event_count,
         trace_end_ms,
@@ -472,6 +622,17 @@ fn choose_kept(pending: &[Pending], keep: &Keep, ingested: &Ingested) -> Vec<u32
             .copied()
             .filter(|op| pending.iter().any(|p| p.op == *op))
             .collect(),
+        Keep::WorstAnd(n, also) => {
+            let mut ops = choose_kept(pending, &Keep::Worst(*n), ingested);
+            let extra = choose_kept(pending, &Keep::Operations(also.clone()), ingested);
+            ops.extend(
+                extra
+                    .into_iter()
+                    .filter(|op| !ops.contains(op))
+                    .collect::<Vec<_>>(),
+            );
+            ops
+        }
         Keep::Worst(0) => Vec::new(),
         Keep::Worst(n) => {
             let total = |p: &Pending| p.funnel.iter().map(|&a| u64::from(a)).sum::<u64>();

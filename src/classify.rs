@@ -163,6 +163,24 @@ impl serde::Serialize for FindingLabel {
     }
 }
 
+// Read back by `diff` from a saved summary.
+impl<'de> serde::Deserialize<'de> for FindingLabel {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let (kind, hop) = text.split_once('@').ok_or_else(|| {
+            serde::de::Error::custom(format!("finding \"{text}\" is not kind@hop"))
+        })?;
+        let kind = FindingKind::ALL
+            .into_iter()
+            .find(|k| k.name() == kind)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown finding \"{kind}\"")))?;
+        Ok(FindingLabel {
+            kind,
+            hop: hop.to_string(),
+        })
+    }
+}
+
 named_enum! {
     /// What an attempt is within its line. A role's discriminant is its index in `ALL`:
     /// the attempt table's `role` column and the timelines' series are indexed by it.

@@ -42,6 +42,16 @@ pub enum Command {
     /// Show one operation's attempt tree and timeline, with its class and findings.
     #[command(after_help = SHOW_EXIT_CODES)]
     Show(ShowArgs),
+    /// Replay the observed attempts under a candidate retry policy and compare: would it
+    /// have stopped the storm, and what would it have cost? The gate applies to the
+    /// replayed run. See docs/replay.md.
+    #[command(after_help = ANALYZE_EXIT_CODES)]
+    Replay(ReplayArgs),
+    /// Compare two runs (before and after a fix, a pull request against a baseline): each
+    /// side is attempt logs or a summary saved with `analyze --format json`. `--fail-on`
+    /// takes change conditions such as 'amplification@dependency increased > 10%'.
+    #[command(after_help = ANALYZE_EXIT_CODES)]
+    Diff(DiffArgs),
     /// Print a shell completion script to standard output, e.g.
     /// `attempt-funnel completions bash > ~/.local/share/bash-completion/completions/attempt-funnel`.
     #[command(after_help = WRITE_EXIT_CODES)]
@@ -102,6 +112,13 @@ pub struct InputArgs {
     #[arg(value_name = "FILE")]
     pub files: Vec<PathBuf>,
 
+    #[command(flatten)]
+    pub options: InputOptions,
+}
+
+/// How inputs are read, whichever they are (`diff` names its two inputs its own way).
+#[derive(Debug, Args)]
+pub struct InputOptions {
     /// Format of text inputs. 'auto' looks at each file's first line (a JSON document the
     /// line does not close is read whole). Compression and
     /// Parquet are always detected from the content.
@@ -224,6 +241,78 @@ pub struct AnalyzeArgs {
     pub junit: Option<PathBuf>,
 
     /// How many of the worst operations the summary lists with their funnels.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    #[command(flatten)]
+    pub style: StyleArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The candidate retry policy (TOML): per hop max_attempts, retry_on, backoff and a
+    /// retry budget; an operation deadline_ms. Hops it does not name keep their observed
+    /// behaviour. See docs/replay.md.
+    #[arg(long, value_name = "FILE")]
+    pub candidate: PathBuf,
+
+    /// Seed of the candidate's full-jitter draws: the same seed and input give the same
+    /// replay.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+
+    #[command(flatten)]
+    pub analyze: AnalyzeArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The first run (the baseline): attempt logs — a file, a directory or a quoted glob
+    /// pattern — or a summary saved with `attempt-funnel analyze --format json`.
+    #[arg(value_name = "BEFORE")]
+    pub before: PathBuf,
+
+    /// The second run (the change), in the same forms as BEFORE.
+    #[arg(value_name = "AFTER")]
+    pub after: PathBuf,
+
+    #[command(flatten)]
+    pub input: InputOptions,
+
+    #[command(flatten)]
+    pub rules: RuleArgs,
+
+    /// Output format. The per-operation formats (jsonl, csv, parquet) need attempt logs on
+    /// both sides.
+    #[arg(long, short = 'f', value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
+
+    /// Write the report to FILE instead of standard output ('-' is standard output).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Fail (exit 1) when this condition holds. A change condition compares the runs:
+    /// 'METRIC increased OP LIMIT' or 'METRIC decreased OP LIMIT', with LIMIT a change in
+    /// the metric's unit or, with '%', relative to BEFORE: 'nested-retry increased > 0',
+    /// 'amplification@dependency increased > 10%'. A plain condition ('overlap > 1%')
+    /// judges AFTER. Repeatable. See docs/ci.md.
+    #[arg(long, value_name = "CONDITION")]
+    pub fail_on: Vec<String>,
+
+    /// Report breached thresholds but exit 0.
+    #[arg(long)]
+    pub report_only: bool,
+
+    /// Let the gate pass when a side holds no valid attempt. Without it, failure
+    /// conditions over zero operations exit 2 ("no attempts read").
+    #[arg(long)]
+    pub allow_empty: bool,
+
+    /// Write the gate's thresholds as JUnit XML to FILE (one test case per threshold).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// How many of the worst operations each run's summary lists.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
 

@@ -7,6 +7,7 @@ mod analysis;
 mod burst;
 mod classify;
 mod cli;
+mod compare;
 mod config;
 mod convert;
 mod diagnostics;
@@ -24,6 +25,7 @@ mod paint;
 mod panics;
 mod policy;
 mod profile;
+mod replay;
 mod report;
 mod rules;
 mod select;
@@ -89,6 +91,8 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Generate(args) => generate(args),
         Command::Convert(args) => convert(args),
         Command::Show(args) => show(show_config(args)?),
+        Command::Replay(args) => replay(args),
+        Command::Diff(args) => diff(args),
         Command::Completions(args) => {
             // Into a buffer first: clap_complete panics on a write error such as a closed
             // pipe; write_output reports it instead.
@@ -188,7 +192,7 @@ fn convert(args: ConvertArgs) -> Result<i32> {
         Some(path) => policy::load(path)?,
         None => policy::Policy::default(),
     };
-    let rules = base_rules(&args.input, &policy, args.policy.as_deref())?;
+    let rules = base_rules(&args.input.options, &policy, args.policy.as_deref())?;
     let input = input_config(args.input, &rules, &policy)?;
     let ingested = ingest::read_inputs(&input, &rules.hops)?;
     let converted = convert::convert(ingested, &rules.hops)?;
@@ -213,9 +217,17 @@ fn convert(args: ConvertArgs) -> Result<i32> {
 /// the conditions only: a reader of the report that stops reading (`| head`) changes none of
 /// them, and a run that stops on an error still leaves a JUnit file that says so.
 fn analyze(config: AnalyzeConfig) -> Result<i32> {
-    let junit = config.gate.junit.clone();
-    let report_only = config.gate.report_only;
-    analyze_run(config).inspect_err(|err| {
+    let (junit, report_only) = (config.gate.junit.clone(), config.gate.report_only);
+    junit_on_error(junit, report_only, analyze_run(config))
+}
+
+/// A run that stopped on an error still writes its `--junit` file, saying so.
+fn junit_on_error(
+    junit: Option<OutputTarget>,
+    report_only: bool,
+    result: Result<i32>,
+) -> Result<i32> {
+    result.inspect_err(|err| {
         if let Some(target) = &junit {
             let failed = gate::RunError {
                 message: "the run stopped on an error before the gate".to_string(),
@@ -254,10 +266,6 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
             config.gate.report_only,
         )
     });
-    // Every condition holds vacuously over nothing: a pipeline that lost its logs, or read
-    // only garbage under --skip-invalid, must not look green.
-    let empty_gate =
-        verdict.is_some() && analysis.operations.is_empty() && !config.gate.allow_empty;
     let bytes = report::render(
         config.format,
         &summary,
@@ -266,6 +274,25 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
         &config.rules,
         &config.style,
     )?;
+    let code = conclude(&bytes, verdict.as_ref(), &config, &[&analysis]);
+    stages.mark("report");
+    code
+}
+
+/// The end of a run that may gate: the JUnit file, the report, the gate's lines, duplicate
+/// events and bad input lines on stderr, and the exit code they add up to. `analyses`: the
+/// runs read from input (both sides of a `diff`).
+fn conclude(
+    bytes: &[u8],
+    verdict: Option<&gate::GateReport>,
+    config: &AnalyzeConfig,
+    analyses: &[&analysis::Analysis],
+) -> Result<i32> {
+    // Every condition holds vacuously over nothing: a pipeline that lost its logs, or read
+    // only garbage under --skip-invalid, must not look green (a `diff` needs both sides).
+    let empty_gate = verdict.is_some()
+        && !config.gate.allow_empty
+        && analyses.iter().any(|a| a.operations.is_empty());
     // The JUnit file first: it must not depend on the report's reader.
     if let Some(target) = &config.gate.junit {
         // Written even without conditions, so that the CI step uploading it finds it.
@@ -280,17 +307,17 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
             message: NO_ATTEMPTS.to_string(),
             detail: format!("attempt-funnel: gate: {NO_ATTEMPTS}"),
         });
-        let xml = gate::junit_xml(
-            verdict.as_ref().unwrap_or(&empty),
-            input_error(&analysis.diagnostics).or(no_attempts).as_ref(),
-        );
+        let input = analyses
+            .iter()
+            .find_map(|a| input_error(&a.diagnostics))
+            .or(no_attempts);
+        let xml = gate::junit_xml(verdict.unwrap_or(&empty), input.as_ref());
         ignore_closed_pipe(write_output(target, xml.as_bytes()))?;
     }
     // A closed stdout ends the report, not the run: the verdict and the exit code follow.
-    let report_written = ignore_closed_pipe(write_output(&config.output, &bytes));
-    stages.mark("report");
+    let report_written = ignore_closed_pipe(write_output(&config.output, bytes));
     let mut code = exit_codes::SUCCESS;
-    if let Some(report) = &verdict {
+    if let Some(report) = verdict {
         for line in gate::log_lines(report, config.stderr_color) {
             eprintln!("{line}");
         }
@@ -298,30 +325,283 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
             code = exit_codes::THRESHOLD_BREACHED;
         }
     }
-    if analysis.duplicate_events > 0 {
-        eprintln!(
-            "attempt-funnel: {} counted once ({}{})",
-            plural(
-                analysis.duplicate_events,
-                "exact duplicate event",
-                "exact duplicate events"
-            ),
-            analysis.duplicate_examples.join(", "),
-            if analysis.duplicate_events > analysis.duplicate_examples.len() as u64 {
-                ", …"
-            } else {
-                ""
-            }
-        );
+    for analysis in analyses {
+        if analysis.duplicate_events > 0 {
+            eprintln!(
+                "attempt-funnel: {} counted once ({}{})",
+                plural(
+                    analysis.duplicate_events,
+                    "exact duplicate event",
+                    "exact duplicate events"
+                ),
+                analysis.duplicate_examples.join(", "),
+                if analysis.duplicate_events > analysis.duplicate_examples.len() as u64 {
+                    ", …"
+                } else {
+                    ""
+                }
+            );
+        }
+        // An input error outranks a breach: the verdict was reached on incomplete input.
+        code = code.max(analysis.diagnostics.report());
     }
-    let mut input_code = analysis.diagnostics.report();
     if empty_gate {
         eprintln!("attempt-funnel: gate: {NO_ATTEMPTS}");
-        input_code = exit_codes::ERROR;
+        code = exit_codes::ERROR;
     }
     report_written?;
-    // An input error outranks a breach: the verdict was reached on incomplete input.
-    Ok(code.max(input_code))
+    Ok(code)
+}
+
+/// Splits `--fail-on` texts into change conditions (parsed here) and plain ones (left for
+/// [`analyze_config`]).
+fn change_conditions(
+    fail_on: &mut Vec<String>,
+    hops: &HopOrder,
+) -> Result<Vec<compare::change::ChangeCondition>> {
+    let (changes, plain): (Vec<String>, Vec<String>) = std::mem::take(fail_on)
+        .into_iter()
+        .partition(|t| compare::change::is_change(t));
+    *fail_on = plain;
+    changes
+        .iter()
+        .map(|t| compare::change::parse(t, hops, Origin::Flag))
+        .collect::<Result<Vec<_>>>()
+        .context("in --fail-on")
+}
+
+/// The hop order the flags and policy give, before anything else is resolved: change
+/// conditions are parsed against it.
+fn hops_for(args: &AnalyzeArgs) -> Result<HopOrder> {
+    let policy = match &args.rules.policy {
+        Some(path) => policy::load(path)?,
+        None => policy::Policy::default(),
+    };
+    Ok(base_rules(&args.input.options, &policy, args.rules.policy.as_deref())?.hops)
+}
+
+/// `replay`: the observed run and the same run replayed under the candidate, through the
+/// same analysis; the comparison report; the gate on the replayed run.
+fn replay(args: cli::ReplayArgs) -> Result<i32> {
+    let (junit, report_only) = (
+        args.analyze.junit.clone().map(OutputTarget::from_flag),
+        args.analyze.report_only,
+    );
+    junit_on_error(junit, report_only, replay_run(args))
+}
+
+fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
+    let hops = hops_for(&args.analyze)?;
+    let changes = change_conditions(&mut args.analyze.fail_on, &hops)?;
+    let (candidate_path, seed) = (args.candidate.clone(), args.seed);
+    let config = analyze_config(args.analyze)?;
+    let rules = &config.rules;
+    let candidate = replay::candidate::load(&candidate_path, &rules.hops)?;
+    let mut ingested = ingest::read_inputs(&config.input, &rules.hops)?;
+    let prepared = replay::prepare(&ingested, rules);
+    let drawn = config.top.min(summary::TIMELINES_DRAWN);
+    let observed = analysis::analyze_in_place(&mut ingested, rules, &analysis::Keep::Worst(drawn))?;
+    let replayed_run = replay::run(&prepared, &candidate, seed, rules, &mut ingested.strings)?;
+    drop(prepared);
+    let observed_worst = observed.kept.iter().map(|k| k.op).collect();
+    let replayed = analysis::analyze_attempts(
+        &ingested,
+        &replayed_run.operations,
+        rules,
+        &analysis::Keep::WorstAnd(drawn, observed_worst),
+        observed.events,
+        replayed_run.trace_end_ms,
+    )?;
+    let before = summary::summarize(&observed, rules, config.top)?;
+    let mut after = summary::summarize(&replayed, rules, config.top)?;
+    // The same input was read once; the replayed run reports it as read.
+    after.input = before.input.clone();
+    let gate = compare::change::gate(
+        &config.gate.conditions,
+        &changes,
+        (&before, Some(&observed)),
+        (&after, Some(&replayed)),
+        &rules.hops,
+        config.gate.report_only,
+    )?;
+    let facts = compare::ReplayFacts {
+        counts: &replayed_run.counts,
+        notes: &replayed_run.notes,
+        keys: replayed_run
+            .notes
+            .iter()
+            .map(|n| ingested.operation_key(n.op))
+            .collect(),
+    };
+    let mut comparison = compare::compare(
+        compare::Kind::Replay,
+        compare::Side {
+            summary: before,
+            analysis: Some(&observed),
+            saved: None,
+        },
+        compare::Side {
+            summary: after,
+            analysis: Some(&replayed),
+            saved: None,
+        },
+        rules,
+        Some(facts),
+    );
+    comparison.gate = gate;
+    let bytes = report::render_comparison(
+        config.format,
+        &comparison,
+        Some(&observed),
+        Some(&replayed),
+        rules,
+        &config.style,
+    )?;
+    conclude(&bytes, comparison.gate.as_ref(), &config, &[&observed])
+}
+
+/// One side of `diff`, as read.
+enum DiffSide {
+    Logs {
+        analysis: Box<analysis::Analysis>,
+        summary: Box<summary::Summary>,
+    },
+    Saved {
+        summary: Box<summary::Summary>,
+        json: serde_json::Value,
+    },
+}
+
+impl DiffSide {
+    fn analysis(&self) -> Option<&analysis::Analysis> {
+        match self {
+            DiffSide::Logs { analysis, .. } => Some(analysis),
+            DiffSide::Saved { .. } => None,
+        }
+    }
+
+    fn summary(&self) -> &summary::Summary {
+        match self {
+            DiffSide::Logs { summary, .. } | DiffSide::Saved { summary, .. } => summary,
+        }
+    }
+
+    fn side(&self) -> compare::Side<'_> {
+        compare::Side {
+            summary: self.summary().clone(),
+            analysis: self.analysis(),
+            saved: match self {
+                DiffSide::Saved { json, .. } => Some(json.clone()),
+                DiffSide::Logs { .. } => None,
+            },
+        }
+    }
+}
+
+/// Reads one side of `diff`: a saved summary, or attempt logs analysed with `config`,
+/// keeping the worst operations and those named in `also` for the timelines.
+fn diff_side(
+    path: &Path,
+    config: &AnalyzeConfig,
+    also: &[model::OperationKey],
+) -> Result<DiffSide> {
+    if let Some((summary, json)) = compare::saved::read(path)? {
+        return Ok(DiffSide::Saved {
+            summary: Box::new(summary),
+            json,
+        });
+    }
+    let mut input = config.input.clone();
+    input.paths = vec![if path.as_os_str() == "-" {
+        InputPath::Stdin
+    } else {
+        InputPath::File(path.to_path_buf())
+    }];
+    let ingested = ingest::read_inputs(&input, &config.rules.hops)?;
+    let ops = also
+        .iter()
+        .filter_map(|k| {
+            select::find_operation(&ingested, &k.operation_id, k.test_run_id.as_deref()).ok()
+        })
+        .collect();
+    let drawn = config.top.min(summary::TIMELINES_DRAWN);
+    let analysis = analysis::analyze(
+        ingested,
+        &config.rules,
+        &analysis::Keep::WorstAnd(drawn, ops),
+    )?;
+    let summary = summary::summarize(&analysis, &config.rules, config.top)?;
+    Ok(DiffSide::Logs {
+        analysis: Box::new(analysis),
+        summary: Box::new(summary),
+    })
+}
+
+/// `diff`: two runs (attempt logs or saved summaries), the comparison report, and the gate
+/// with change conditions.
+fn diff(args: cli::DiffArgs) -> Result<i32> {
+    let (junit, report_only) = (
+        args.junit.clone().map(OutputTarget::from_flag),
+        args.report_only,
+    );
+    junit_on_error(junit, report_only, diff_run(args))
+}
+
+fn diff_run(args: cli::DiffArgs) -> Result<i32> {
+    let mut analyze_args = AnalyzeArgs {
+        input: InputArgs {
+            files: Vec::new(),
+            options: args.input,
+        },
+        rules: args.rules,
+        format: args.format,
+        output: args.output,
+        fail_on: args.fail_on,
+        report_only: args.report_only,
+        allow_empty: args.allow_empty,
+        junit: args.junit,
+        top: args.top,
+        style: args.style,
+    };
+    let hops = hops_for(&analyze_args)?;
+    let changes = change_conditions(&mut analyze_args.fail_on, &hops)?;
+    let config = analyze_config(analyze_args)?;
+    let rules = &config.rules;
+    let first = diff_side(&args.before, &config, &[])?;
+    let worst: Vec<model::OperationKey> = first
+        .analysis()
+        .map(|a| a.kept.iter().map(|k| k.result.key.clone()).collect())
+        .unwrap_or_default();
+    let second = diff_side(&args.after, &config, &worst)?;
+    let gate = compare::change::gate(
+        &config.gate.conditions,
+        &changes,
+        (first.summary(), first.analysis()),
+        (second.summary(), second.analysis()),
+        &rules.hops,
+        config.gate.report_only,
+    )?;
+    let mut comparison = compare::compare(
+        compare::Kind::Diff,
+        first.side(),
+        second.side(),
+        rules,
+        None,
+    );
+    comparison.gate = gate;
+    let bytes = report::render_comparison(
+        config.format,
+        &comparison,
+        first.analysis(),
+        second.analysis(),
+        rules,
+        &config.style,
+    )?;
+    let analyses: Vec<&analysis::Analysis> = [first.analysis(), second.analysis()]
+        .into_iter()
+        .flatten()
+        .collect();
+    conclude(&bytes, comparison.gate.as_ref(), &config, &analyses)
 }
 
 /// `show`: the whole pipeline (bursts look across operations), keeping one operation's
@@ -395,8 +675,11 @@ fn write_output(target: &OutputTarget, bytes: &[u8]) -> Result<()> {
 }
 
 fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Result<InputConfig> {
-    let mut paths: Vec<InputPath> = args
-        .files
+    let InputArgs {
+        files,
+        options: args,
+    } = args;
+    let mut paths: Vec<InputPath> = files
         .into_iter()
         .map(|p| {
             if p.as_os_str() == "-" {
@@ -470,7 +753,7 @@ fn check_parquet_output(output: Option<&Path>) -> Result<()> {
 
 /// The hop order and queue hops: defaults, then the policy file, then `--hops`.
 fn base_rules(
-    input: &InputArgs,
+    input: &cli::InputOptions,
     policy: &policy::Policy,
     policy_path: Option<&Path>,
 ) -> Result<Rules> {
@@ -495,7 +778,7 @@ fn base_rules(
 
 /// Resolves the rules: defaults, then the policy file, then flags.
 fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
-    let mut rules = base_rules(&args.input, policy, args.rules.policy.as_deref())?;
+    let mut rules = base_rules(&args.input.options, policy, args.rules.policy.as_deref())?;
     let policy_budgets: Vec<String> = policy
         .budgets
         .iter()

@@ -469,6 +469,23 @@ macro_rules! named_enum {
                 serializer.serialize_str(self.name())
             }
         }
+
+        // Read back by `diff` from a saved summary.
+        impl<'de> serde::Deserialize<'de> for $Name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(deserializer)?;
+                $Name::ALL
+                    .into_iter()
+                    .find(|v| v.name() == text)
+                    .ok_or_else(|| {
+                        serde::de::Error::custom(format!(
+                            "unknown {} \"{text}\"; expected one of {}",
+                            stringify!($Name),
+                            $Name::ALL.map($Name::name).join(", ")
+                        ))
+                    })
+            }
+        }
     };
 }
 pub(crate) use named_enum;

@@ -4,7 +4,7 @@
 
 use polars::prelude::*;
 use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::analysis::{
     worst_first, Analysis, OperationResult, ROLE_ORIGINAL, ROLE_REDELIVERY, ROLE_RETRY,
@@ -29,8 +29,10 @@ pub const TIMELINES_DRAWN: usize = 20;
 /// thousand times must not make one timeline ten thousand bars.
 pub const TIMELINE_ATTEMPTS_DRAWN: usize = 300;
 
-/// The summary of an analysis (`--format json` serializes exactly this).
-#[derive(Debug, Clone, Serialize)]
+/// The summary of an analysis (`--format json` serializes exactly this). `diff` reads a
+/// saved one back: every number, but not the worst operations, the drawings or the gate,
+/// which only the run that made them reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     /// Version of this schema.
     pub schema_version: u32,
@@ -64,19 +66,20 @@ pub struct Summary {
     /// Side effects committed more than once in one line (each extra one counts).
     pub duplicate_effects: u64,
     /// The operations with the most attempts, worst first.
+    #[serde(default, skip_deserializing)]
     pub worst_operations: Vec<OperationRecord>,
     /// Attempts started per time bucket, per hop and role: the storm over time. Absent when
     /// there are no operations.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_deserializing, skip_serializing_if = "Option::is_none")]
     pub attempts_over_time: Option<AttemptsOverTime>,
     /// The attempt timelines of the first worst operations, in the same order. Absent when
     /// empty.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_deserializing, skip_serializing_if = "Vec::is_empty")]
     pub timelines: Vec<OperationTimeline>,
 }
 
 /// What was read.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InputStats {
     /// Inputs, in the order given.
     pub files: Vec<String>,
@@ -91,7 +94,7 @@ pub struct InputStats {
 }
 
 /// Aggregates of one hop.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HopSummary {
     pub hop: String,
     /// Attempts at this hop.
@@ -119,14 +122,14 @@ pub struct HopSummary {
 }
 
 /// Latency percentiles; null where the hop has no finished attempt.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Latency {
     pub p50: Option<f64>,
     pub p95: Option<f64>,
     pub p99: Option<f64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ClassShare {
     pub class: Class,
     pub operations: u64,
@@ -134,13 +137,13 @@ pub struct ClassShare {
     pub share: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FindingCount {
     pub finding: FindingLabel,
     pub operations: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OverlapSummary {
     /// Operations with overlap.
     pub operations: u64,
@@ -150,7 +153,7 @@ pub struct OverlapSummary {
     pub max_ms: f64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BurstSummary {
     pub count: u64,
     /// Distinct operations with a retry in some burst.
@@ -160,7 +163,7 @@ pub struct BurstSummary {
     pub list: Vec<BurstReport>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BurstReport {
     pub hop: String,
     pub start_ms: f64,

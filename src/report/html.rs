@@ -11,6 +11,7 @@ use super::layout::{
 };
 use super::show::{class_reason, epoch_text};
 use crate::classify::Class;
+use crate::compare::{Comparison, Kind};
 use crate::gate::GateReport;
 use crate::summary::{OperationRecord, Summary};
 use crate::timeline::{nice_step, AttemptsOverTime, OperationTimeline, OutcomeKind};
@@ -885,7 +886,14 @@ fn timeline(out: &mut String, n: usize, t: &OperationTimeline, record: Option<&O
 
 fn tables(out: &mut String, s: &Summary, gate: Option<&GateReport>) {
     out.push_str("<section id=\"tables\">\n<h2>Details</h2>\n");
-    for section in sections(s, gate) {
+    draw_sections(out, &sections(s, gate), s.timelines.len());
+    out.push_str("</section>\n");
+}
+
+/// Sections as HTML tables and paragraphs. The first `linked` rows of the worst operations
+/// link to their timelines.
+fn draw_sections(out: &mut String, sections: &[super::layout::Section], linked: usize) {
+    for section in sections {
         let id = section
             .title
             .to_lowercase()
@@ -911,14 +919,13 @@ fn tables(out: &mut String, s: &Summary, gate: Option<&GateReport>) {
             for (r, row) in section.rows.iter().take(limit).enumerate() {
                 out.push_str("<tr>");
                 for (c, (cell, numeric)) in row.iter().zip(&section.numeric).enumerate() {
-                    let linked = section.kind == SectionKind::WorstOperations
-                        && c == 0
-                        && r < s.timelines.len();
+                    let is_linked =
+                        section.kind == SectionKind::WorstOperations && c == 0 && r < linked;
                     let mut text = esc(cell);
                     if section.code.get(c).copied().unwrap_or(false) && cell != "–" {
                         text = format!("<code>{text}</code>");
                     }
-                    if linked {
+                    if is_linked {
                         text = format!("<a href=\"#op-{r}\">{text}</a>");
                     }
                     out.push_str(&format!(
@@ -940,6 +947,183 @@ fn tables(out: &mut String, s: &Summary, gate: Option<&GateReport>) {
             out.push_str(&format!("<p>{}</p>\n", esc(note)));
         }
     }
+}
+
+/// The comparison page of `replay` and `diff`: the verdict and the replay's limit, both
+/// funnels on one axis, the comparison's tables, and each worst operation's timeline as it
+/// was above the timeline it became.
+pub fn render_comparison(c: &Comparison, verdict: &str) -> String {
+    let [first, second] = c.kind.labels();
+    let mut files = c.before.input.files.clone();
+    files.extend(
+        c.after
+            .input
+            .files
+            .iter()
+            .filter(|f| !c.before.input.files.contains(f))
+            .cloned(),
+    );
+    let title = match c.kind {
+        Kind::Replay => "Replay: what the candidate policy would have made of this run",
+        Kind::Diff => "Diff: what changed between two runs",
+    };
+    let mut out = String::with_capacity(64 * 1024);
+    out.push_str("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    out.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    out.push_str("<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n");
+    out.push_str(&format!(
+        "<title>attempt-funnel {} — {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
+        match c.kind {
+            Kind::Replay => "replay",
+            Kind::Diff => "diff",
+        },
+        esc(&files.join(", "))
+    ));
+    out.push_str(&format!("<header>\n<h1>{}</h1>\n", esc(title)));
+    out.push_str(&format!("<p class=\"lede\">{}</p>\n", esc(verdict)));
+    out.push_str(&format!(
+        "<p class=\"meta\">{first}: {}; {second}: {}.</p>\n",
+        esc(&c.before.input.files.join(", ")),
+        esc(&c.after.input.files.join(", "))
+    ));
+    if let Some(limit) = &c.changes.limit {
+        out.push_str(&format!(
+            "<p class=\"meta\"><b>Limit:</b> {}</p>\n",
+            esc(limit)
+        ));
+    }
+    out.push_str("</header>\n");
+    funnel_pair(&mut out, c);
+    out.push_str("<section id=\"tables\">\n<h2>Changes</h2>\n");
+    draw_sections(&mut out, &super::compare::sections(c), 0);
+    out.push_str("</section>\n");
+    if !c.timelines.is_empty() {
+        out.push_str(&format!(
+            "<section id=\"timelines\">\n<h2>Worst operations: {first} above, {second} below</h2>\n"
+        ));
+        out.push_str("<p class=\"muted\">For each of the worst operations, its attempt timeline as it was and as it became, on the same clock (time 0 is the operation's first start).</p>\n");
+        out.push_str("<ul class=\"legend\">");
+        for kind in OutcomeKind::ALL {
+            out.push_str(&format!(
+                "<li><span class=\"sw {0}\"></span>{1}</li>",
+                kind_css(kind),
+                kind.name()
+            ));
+        }
+        out.push_str("</ul>\n");
+        for (n, pair) in c.timelines.iter().enumerate() {
+            out.push_str(&format!(
+                "<div class=\"pair\" id=\"pair-{n}\">\n<h3>{} ({first})</h3>\n",
+                esc(&pair.before.0.display_id())
+            ));
+            timeline(&mut out, 2 * n, &pair.before.1, Some(&pair.before.0));
+            match &pair.after {
+                Some((record, t)) => {
+                    out.push_str(&format!(
+                        "<h3>{} ({second})</h3>\n",
+                        esc(&record.display_id())
+                    ));
+                    timeline(&mut out, 2 * n + 1, t, Some(record));
+                }
+                None => out.push_str(&format!(
+                    "<p class=\"muted\">Not in the {second} run.</p>\n"
+                )),
+            }
+            out.push_str("</div>\n");
+        }
+        out.push_str("</section>\n");
+    }
+    out.push_str(&format!(
+        "<footer>Made by attempt-funnel {} (comparison schema {}). This page is self-contained: it loads nothing and runs no script. Every number on it is in <code>--format json</code>.</footer>\n</body>\n</html>\n",
+        env!("CARGO_PKG_VERSION"),
+        crate::compare::SCHEMA_VERSION
+    ));
+    out
+}
+
+/// Both funnels on one axis: per hop, the first run's bar (faded) above the second's.
+fn funnel_pair(out: &mut String, c: &Comparison) {
+    let [first, second] = c.kind.labels();
+    out.push_str("<section class=\"chart-section\" id=\"funnel\">\n<h2>Funnel per hop</h2>\n");
+    out.push_str(&format!(
+        "<p class=\"muted\">Attempts at each hop, {first} (faded) above {second}, on one scale; the dashed line is one attempt per operation.</p>\n"
+    ));
+    let hops = &c.changes.hops;
+    let find = |s: &Summary, hop: &str| s.hops.iter().find(|h| h.hop == hop).cloned();
+    let bar_h = 16.0;
+    let row_h = 2.0 * bar_h + 14.0;
+    let top = 8.0;
+    let height = top + row_h * hops.len() as f64 + 6.0;
+    let x0 = LABEL_W + 6.0;
+    let bar_w = 640.0;
+    let ops = c.changes.operations.before.max(c.changes.operations.after);
+    let max = hops
+        .iter()
+        .map(|h| h.attempts.before.max(h.attempts.after))
+        .chain([ops])
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let x = |n: u64| x0 + n as f64 / max * bar_w;
+    out.push_str(&format!(
+        "<svg id=\"funnel-chart\" class=\"chart\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"Attempts per hop, {first} and {second}\">\n",
+        px(CHART_W),
+        px(height)
+    ));
+    for (i, h) in hops.iter().enumerate() {
+        let y = top + row_h * i as f64;
+        out.push_str(&format!(
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"bold\">{}</text>\n",
+            px(LABEL_W - 4.0),
+            px(y + bar_h + 4.0),
+            esc(&h.hop)
+        ));
+        for (side, (summary, label, opacity)) in [(&c.before, first, 0.45), (&c.after, second, 1.0)]
+            .into_iter()
+            .enumerate()
+        {
+            let y = y + side as f64 * (bar_h + 2.0);
+            let Some(s) = find(summary, &h.hop) else {
+                continue;
+            };
+            let mut left = 0u64;
+            for (n, css, what) in [
+                (s.originals, "f-orig", "originals"),
+                (s.retries, "f-retry", "retries"),
+                (s.redeliveries, "f-redel", "redeliveries"),
+            ] {
+                if n == 0 {
+                    continue;
+                }
+                out.push_str(&format!(
+                    "<rect class=\"{css}\" fill-opacity=\"{opacity}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{label}, {}: {} {what}</title></rect>\n",
+                    px(x(left)),
+                    px(y),
+                    px((x(left + n) - x(left)).max(1.0)),
+                    px(bar_h),
+                    esc(&h.hop),
+                    count(n)
+                ));
+                left += n;
+            }
+            out.push_str(&format!(
+                "<text x=\"{}\" y=\"{}\" class=\"small\">{label}: <tspan class=\"bold\">{:.2}×</tspan> · {} attempts, {} retries</text>\n",
+                px(x(s.attempts) + 8.0),
+                px(y + bar_h - 4.0),
+                s.amplification,
+                count(s.attempts),
+                count(s.retries + s.redeliveries)
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "<line class=\"l-ops\" x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\"/>\n",
+        px(x(ops)),
+        px(top),
+        px(height - 4.0)
+    ));
+    out.push_str("</svg>\n");
+    out.push_str(&format!("<ul class=\"legend\"><li><span class=\"sw\" style=\"background:var(--orig);opacity:.45\"></span>{first} originals</li><li><span class=\"sw\" style=\"background:var(--retry);opacity:.45\"></span>{first} retries</li><li><span class=\"sw\" style=\"background:var(--orig)\"></span>{second} originals</li><li><span class=\"sw\" style=\"background:var(--retry)\"></span>{second} retries</li><li><span class=\"sw line\"></span>one attempt per operation</li></ul>\n"));
     out.push_str("</section>\n");
 }
 

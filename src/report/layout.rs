@@ -18,6 +18,14 @@ pub enum SectionKind {
     LooseEnds,
     Bursts,
     WorstOperations,
+    /// A comparison (`replay`, `diff`): attempts per hop on both sides.
+    HopChanges,
+    /// A comparison: final outcomes lost, gained or unknown.
+    OutcomeChanges,
+    /// A comparison: bursts, and what budgets and the deadline refused.
+    Refused,
+    /// A replay: what it cannot know.
+    Limit,
 }
 
 impl SectionKind {
@@ -31,6 +39,10 @@ impl SectionKind {
             SectionKind::LooseEnds => "Overlap and loose ends",
             SectionKind::Bursts => "Synchronized bursts",
             SectionKind::WorstOperations => "Worst operations",
+            SectionKind::HopChanges => "Attempts per hop",
+            SectionKind::OutcomeChanges => "Final outcomes",
+            SectionKind::Refused => "Bursts, budgets and deadline",
+            SectionKind::Limit => "Limit",
         }
     }
 }
@@ -120,7 +132,7 @@ pub fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
 }
 
 impl Section {
-    fn table(
+    pub(super) fn table(
         kind: SectionKind,
         headers: &[&str],
         numeric: &[bool],
@@ -159,14 +171,14 @@ impl Section {
         self
     }
 
-    fn code_columns(mut self, columns: &[usize]) -> Section {
+    pub(super) fn code_columns(mut self, columns: &[usize]) -> Section {
         for &c in columns {
             self.code[c] = true;
         }
         self
     }
 
-    fn text(kind: SectionKind, notes: Vec<String>) -> Section {
+    pub(super) fn text(kind: SectionKind, notes: Vec<String>) -> Section {
         Section {
             kind,
             title: kind.title().to_string(),
@@ -195,7 +207,7 @@ pub fn millis(ms: f64) -> String {
     }
 }
 
-fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
+pub(super) fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map_or_else(|| "–".to_string(), f)
 }
 
@@ -221,40 +233,45 @@ pub fn headline(s: &Summary) -> String {
     )
 }
 
+/// The gate's verdict and one row per threshold.
+pub(super) fn gate_section(gate: &GateReport) -> Section {
+    let verdict = match (gate.passed, gate.report_only) {
+        (true, _) => "passed",
+        (false, false) => "FAILED",
+        (false, true) => "would fail (report only)",
+    };
+    let mut section = Section::table(
+        SectionKind::Gate,
+        &["result", "condition", "measured", "operations"],
+        &[false, false, false, false],
+        gate.thresholds
+            .iter()
+            .map(|t| {
+                vec![
+                    if t.breached { "BREACHED" } else { "ok" }.to_string(),
+                    t.condition.clone(),
+                    t.describe(),
+                    t.operations_text(),
+                ]
+            })
+            .collect(),
+    )
+    .toned(0);
+    section.title = format!("{}: {verdict}", SectionKind::Gate.title());
+    section.title_tone = Some(match (gate.passed, gate.report_only) {
+        (true, _) => Tone::Good,
+        (false, false) => Tone::Bad,
+        (false, true) => Tone::Warning,
+    });
+    section
+}
+
 /// All sections of the summary, in reading order: the gate's verdict first, when there is
 /// one.
 pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
     let mut out = Vec::new();
     if let Some(gate) = gate {
-        let verdict = match (gate.passed, gate.report_only) {
-            (true, _) => "passed",
-            (false, false) => "FAILED",
-            (false, true) => "would fail (report only)",
-        };
-        let mut section = Section::table(
-            SectionKind::Gate,
-            &["result", "condition", "measured", "operations"],
-            &[false, false, false, false],
-            gate.thresholds
-                .iter()
-                .map(|t| {
-                    vec![
-                        if t.breached { "BREACHED" } else { "ok" }.to_string(),
-                        t.condition.clone(),
-                        t.describe(),
-                        t.operations_text(),
-                    ]
-                })
-                .collect(),
-        )
-        .toned(0);
-        section.title = format!("{}: {verdict}", SectionKind::Gate.title());
-        section.title_tone = Some(match (gate.passed, gate.report_only) {
-            (true, _) => Tone::Good,
-            (false, false) => Tone::Bad,
-            (false, true) => Tone::Warning,
-        });
-        out.push(section);
+        out.push(gate_section(gate));
     }
     let present: Vec<_> = s.hops.iter().filter(|h| h.attempts > 0).collect();
     out.push(

@@ -3,21 +3,29 @@
 //! of text as bullet lists. Identifiers are written as code, and every other cell is
 //! escaped, so that no operation ID or hop name turns into markup or a link.
 
-use super::layout::{headline, sections};
+use super::layout::{headline, sections, Section};
 use crate::escape::{markdown_code as code, markdown_row as row, markdown_text as escape};
 use crate::gate::GateReport;
 use crate::summary::Summary;
 
 pub fn render(summary: &Summary, gate: Option<&GateReport>) -> String {
-    let mut out = format!(
-        "## attempt-funnel report\n\n**{}**\n",
-        escape(&headline(summary))
-    );
-    if !summary.input.files.is_empty() {
-        let files: Vec<String> = summary.input.files.iter().map(|f| code(f)).collect();
+    draw(
+        "attempt-funnel report",
+        &headline(summary),
+        &summary.input.files,
+        &sections(summary, gate),
+    )
+}
+
+/// A title, a headline, the inputs and sections as Markdown (the comparison report draws
+/// its own).
+pub fn draw(title: &str, headline: &str, files: &[String], sections: &[Section]) -> String {
+    let mut out = format!("## {}\n\n**{}**\n", escape(title), escape(headline));
+    if !files.is_empty() {
+        let files: Vec<String> = files.iter().map(|f| code(f)).collect();
         out.push_str(&format!("\nRead from {}.\n", files.join(", ")));
     }
-    for section in sections(summary, gate) {
+    for section in sections {
         out.push_str(&format!("\n### {}\n\n", escape(&section.title)));
         if section.headers.is_empty() {
             for note in &section.notes {

@@ -2,6 +2,7 @@
 //! Every renderer takes the same computed values and returns bytes; where they go (a file
 //! or stdout) is decided once, in `main`.
 
+mod compare;
 mod html;
 mod layout;
 mod markdown;
@@ -74,6 +75,19 @@ pub fn render(
         OutputFormat::Parquet => rows::parquet(analysis, &rules.hops)?,
         OutputFormat::Html => html::render(summary, gate).into_bytes(),
     })
+}
+
+/// Renders the comparison report of `replay` or `diff`. The analyses are those of the two
+/// sides where they were read from attempt logs (`None` for a saved summary).
+pub fn render_comparison(
+    format: OutputFormat,
+    comparison: &crate::compare::Comparison,
+    before: Option<&Analysis>,
+    after: Option<&Analysis>,
+    rules: &Rules,
+    style: &Style,
+) -> anyhow::Result<Vec<u8>> {
+    compare::render(format, comparison, before, after, rules, style)
 }
 
 /// `show`: one operation in the terminal.

@@ -35,8 +35,13 @@ pub fn jsonl(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// How a text cell is written: as it is (Parquet), or escaped (CSV).
-type Cell = for<'t> fn(&'t str) -> Cow<'t, str>;
+/// How a text cell is written: [`as_is`] (Parquet), or [`escape::csv_cell`] (CSV).
+pub type Cell = for<'t> fn(&'t str) -> Cow<'t, str>;
+
+/// A text cell as the input spelled it.
+pub fn as_is(text: &str) -> Cow<'_, str> {
+    Cow::Borrowed(text)
+}
 
 /// The per-operation table as a polars frame (CSV and Parquet write this), its text cells
 /// written by `cell`.
@@ -125,7 +130,7 @@ pub fn csv(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
 
 /// The per-operation table as a Parquet file (polars' default compression, zstd).
 pub fn parquet(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
-    let mut frame = operation_frame(analysis, hops, |text| Cow::Borrowed(text))?;
+    let mut frame = operation_frame(analysis, hops, as_is)?;
     let mut out = Vec::new();
     ParquetWriter::new(&mut out).finish(&mut frame)?;
     Ok(out)

@@ -17,13 +17,18 @@ use crate::summary::Summary;
 const MIN_WIDTH: usize = 40;
 
 pub fn render(summary: &Summary, gate: Option<&GateReport>, style: &Style) -> String {
+    draw_report(&headline(summary), &sections(summary, gate), style)
+}
+
+/// A headline and sections as the terminal report (the comparison report draws its own).
+pub fn draw_report(headline: &str, sections: &[Section], style: &Style) -> String {
     let mut out = String::new();
     push_text(
         &mut out,
-        &format!("attempt-funnel — {}", terminal(&headline(summary))),
+        &format!("attempt-funnel — {}", terminal(headline)),
         style,
     );
-    for section in sections(summary, gate) {
+    for section in sections {
         out.push('\n');
         let title = match (style.color, section.title_tone) {
             (true, Some(tone)) => tone.paint(&terminal(&section.title)),
@@ -32,7 +37,7 @@ pub fn render(summary: &Summary, gate: Option<&GateReport>, style: &Style) -> St
         out.push_str(&title);
         out.push('\n');
         if !section.headers.is_empty() {
-            out.push_str(&draw(&section, style));
+            out.push_str(&draw(section, style));
             out.push('\n');
         }
         for note in &section.notes {
