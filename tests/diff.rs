@@ -18,12 +18,6 @@ fn json(run: &Run) -> Value {
         .unwrap_or_else(|e| panic!("no JSON ({e}): exit {}\n{}", run.code, run.stderr))
 }
 
-fn record(op: &str, hop: &str, attempt: u32, start: u64, finish: u64, outcome: &str) -> String {
-    format!(
-        "{{\"operation_id\":\"{op}\",\"hop\":\"{hop}\",\"attempt\":{attempt},\"start_ms\":{start},\"finish_ms\":{finish},\"outcome\":\"{outcome}\"}}\n"
-    )
-}
-
 /// Two operations; the gateway tries `gateway` times (700 ms apart), and under each
 /// gateway attempt the dependency tries three times, all failing with 503.
 fn nested(gateway: u64, name: &str) -> TempFile {

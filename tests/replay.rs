@@ -55,13 +55,6 @@ fn class_count(summary: &Value, class: &str) -> u64 {
         .expect("count")
 }
 
-/// One attempt record.
-fn record(op: &str, hop: &str, attempt: u32, start: u64, finish: u64, outcome: &str) -> String {
-    format!(
-        "{{\"operation_id\":\"{op}\",\"hop\":\"{hop}\",\"attempt\":{attempt},\"start_ms\":{start},\"finish_ms\":{finish},\"outcome\":\"{outcome}\"}}\n"
-    )
-}
-
 /// Two operations, each a 3 × 3 nested retry where every attempt fails with 503: the
 /// gateway tries three times (0–600, 700–1300, 1400–2000 ms after the operation starts),
 /// and under each gateway attempt the dependency tries three times, 100 ms apart.

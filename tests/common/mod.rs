@@ -387,3 +387,10 @@ pub fn class_fixtures() -> Vec<PathBuf> {
     files.sort();
     files
 }
+
+/// One whole attempt record as a JSON line (replay and diff build their worked cases of them).
+pub fn record(op: &str, hop: &str, attempt: u32, start: u64, finish: u64, outcome: &str) -> String {
+    format!(
+        "{{\"operation_id\":\"{op}\",\"hop\":\"{hop}\",\"attempt\":{attempt},\"start_ms\":{start},\"finish_ms\":{finish},\"outcome\":\"{outcome}\"}}\n"
+    )
+}
