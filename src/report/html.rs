@@ -324,27 +324,7 @@ fn funnel(out: &mut String, s: &Summary) {
             px(y + bar_h / 2.0 + 4.0),
             esc(&h.hop)
         ));
-        let parts = [
-            (h.originals, "f-orig", "originals"),
-            (h.retries, "f-retry", "retries"),
-            (h.redeliveries, "f-redel", "redeliveries"),
-        ];
-        let mut left = 0u64;
-        for (n, css, what) in parts {
-            if n == 0 {
-                continue;
-            }
-            out.push_str(&format!(
-                "<rect class=\"{css}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}: {} {what}</title></rect>\n",
-                px(x(left)),
-                px(y),
-                px((x(left + n) - x(left)).max(1.0)),
-                px(bar_h),
-                esc(&h.hop),
-                count(n)
-            ));
-            left += n;
-        }
+        hop_bar(out, h, &x, y, bar_h, "", "");
         let mut text = format!(
             "<tspan class=\"bold\">{:.2}×</tspan> · {} attempts",
             h.amplification,
@@ -378,6 +358,40 @@ fn funnel(out: &mut String, s: &Summary) {
     out.push_str("</svg>\n");
     out.push_str("<ul class=\"legend\"><li><span class=\"sw f-ops\" style=\"background:#c9d1d9\"></span>logical operations</li><li><span class=\"sw\" style=\"background:var(--orig)\"></span>originals</li><li><span class=\"sw\" style=\"background:var(--retry)\"></span>retries</li><li><span class=\"sw\" style=\"background:var(--redel)\"></span>redeliveries</li><li><span class=\"sw line\"></span>one attempt per operation</li><li><span class=\"sw hl\"></span>the hop where most operations first multiplied</li></ul>\n");
     out.push_str("</section>\n");
+}
+
+/// One hop's bar: originals, retries and redeliveries side by side from the axis. `attrs`
+/// are added to each rectangle, `title` prefixes each tooltip.
+fn hop_bar(
+    out: &mut String,
+    h: &crate::summary::HopSummary,
+    x: &dyn Fn(u64) -> f64,
+    y: f64,
+    bar_h: f64,
+    attrs: &str,
+    title: &str,
+) {
+    let parts = [
+        (h.originals, "f-orig", "originals"),
+        (h.retries, "f-retry", "retries"),
+        (h.redeliveries, "f-redel", "redeliveries"),
+    ];
+    let mut left = 0u64;
+    for (n, css, what) in parts {
+        if n == 0 {
+            continue;
+        }
+        out.push_str(&format!(
+            "<rect class=\"{css}\"{attrs} x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{title}{}: {} {what}</title></rect>\n",
+            px(x(left)),
+            px(y),
+            px((x(left + n) - x(left)).max(1.0)),
+            px(bar_h),
+            esc(&h.hop),
+            count(n)
+        ));
+        left += n;
+    }
 }
 
 fn classes(out: &mut String, s: &Summary) {
@@ -1086,26 +1100,15 @@ fn funnel_pair(out: &mut String, c: &Comparison) {
             let Some(s) = find(summary, &h.hop) else {
                 continue;
             };
-            let mut left = 0u64;
-            for (n, css, what) in [
-                (s.originals, "f-orig", "originals"),
-                (s.retries, "f-retry", "retries"),
-                (s.redeliveries, "f-redel", "redeliveries"),
-            ] {
-                if n == 0 {
-                    continue;
-                }
-                out.push_str(&format!(
-                    "<rect class=\"{css}\" fill-opacity=\"{opacity}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{label}, {}: {} {what}</title></rect>\n",
-                    px(x(left)),
-                    px(y),
-                    px((x(left + n) - x(left)).max(1.0)),
-                    px(bar_h),
-                    esc(&h.hop),
-                    count(n)
-                ));
-                left += n;
-            }
+            hop_bar(
+                out,
+                &s,
+                &x,
+                y,
+                bar_h,
+                &format!(" fill-opacity=\"{opacity}\""),
+                &format!("{label}, "),
+            );
             out.push_str(&format!(
                 "<text x=\"{}\" y=\"{}\" class=\"small\">{label}: <tspan class=\"bold\">{:.2}×</tspan> · {} attempts, {} retries</text>\n",
                 px(x(s.attempts) + 8.0),
