@@ -59,8 +59,9 @@ PY
 
 measure() { # label n args...
   local label=$1 n=$2; shift 2
-  local t
-  t=$( { /usr/bin/time -f '%e %M' "$BIN" "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -n 1)
+  local out=$DATA/time.txt t
+  /usr/bin/time -o "$out" -f '%e %M' "$BIN" "$@" >/dev/null 2>&1 || true
+  t=$(tail -n 1 "$out")
   local wall=${t% *} kb=${t#* }
   printf '| %s | %s | %s | %s | %s |\n' "$label" "$n" "$wall" "$((kb / 1024))" \
     "$(python3 -c "print(f'{$wall / $n * 1000:.3f}')")"
