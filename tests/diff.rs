@@ -18,31 +18,6 @@ fn json(run: &Run) -> Value {
         .unwrap_or_else(|e| panic!("no JSON ({e}): exit {}\n{}", run.code, run.stderr))
 }
 
-/// Two operations; the gateway tries `gateway` times (700 ms apart), and under each
-/// gateway attempt the dependency tries three times, all failing with 503.
-fn nested(gateway: u64, name: &str) -> TempFile {
-    let mut text = String::new();
-    for (n, base) in [(1, 0u64), (2, 10_000)] {
-        let op = format!("n-{n}");
-        for g in 0..gateway {
-            let g_start = base + g * 700;
-            text += &record(&op, "gateway", g as u32 + 1, g_start, g_start + 600, "503");
-            for d in 0..3u64 {
-                let d_start = g_start + 10 + d * 190;
-                text += &record(
-                    &op,
-                    "dependency",
-                    d as u32 + 1,
-                    d_start,
-                    d_start + 90,
-                    "503",
-                );
-            }
-        }
-    }
-    TempFile::new(name, text.as_bytes())
-}
-
 /// Every metric of the gate, as a change condition that a run compared with itself must
 /// pass: each measures a change of 0.
 fn every_increased_condition() -> Vec<String> {
@@ -146,7 +121,10 @@ fn a_run_diffed_with_itself_shows_no_change_and_passes_every_increased_condition
 /// nested-retry by 2: both breach (exit 1).
 #[test]
 fn change_conditions_measure_the_move_between_the_runs() {
-    let (before, after) = (nested(3, "before.jsonl"), nested(1, "after.jsonl"));
+    let (before, after) = (
+        nested_all_failing(3, "before.jsonl"),
+        nested_all_failing(1, "after.jsonl"),
+    );
     let (b, a) = (
         before.path().display().to_string(),
         after.path().display().to_string(),
@@ -211,8 +189,8 @@ fn change_conditions_measure_the_move_between_the_runs() {
 /// (per-operation outcomes and rows) is said, not guessed.
 #[test]
 fn a_saved_summary_is_a_side_of_its_own() {
-    let before = nested(3, "before.jsonl");
-    let after = nested(1, "after.jsonl");
+    let before = nested_all_failing(3, "before.jsonl");
+    let after = nested_all_failing(1, "after.jsonl");
     let saved = TempFile::reserve("baseline.json");
     analyze(&[
         "--format",
@@ -271,7 +249,10 @@ fn a_saved_summary_is_a_side_of_its_own() {
 /// The per-operation rows of a diff: the second run's rows with the first run's columns.
 #[test]
 fn rows_carry_both_runs() {
-    let (before, after) = (nested(3, "before.jsonl"), nested(1, "after.jsonl"));
+    let (before, after) = (
+        nested_all_failing(3, "before.jsonl"),
+        nested_all_failing(1, "after.jsonl"),
+    );
     let run = diff(&[
         &before.path().display().to_string(),
         &after.path().display().to_string(),

@@ -7,7 +7,7 @@ mod common;
 
 use std::ffi::OsStr;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -78,32 +78,6 @@ fn run_guarded<S: AsRef<OsStr>>(args: &[S], stdin: Option<Vec<u8>>, limit_kib: O
         code: out.status.code().unwrap_or(-1),
         stdout: out.stdout,
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// A fresh directory under the system temp directory, removed when dropped.
-struct TempDir {
-    path: PathBuf,
-}
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let placeholder = TempFile::reserve(name);
-        let path = placeholder.path().to_path_buf();
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        TempDir { path }
-    }
-
-    fn file(&self, rel: &str, contents: &[u8]) -> PathBuf {
-        let path = self.path.join(rel);
-        std::fs::write(&path, contents).expect("write temp file");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 

@@ -10,7 +10,7 @@ mod encoded;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use polars::prelude::*;
@@ -19,35 +19,6 @@ use common::*;
 use encoded::{gzip, jsonl_to_parquet, zstd};
 
 const INCIDENT: &str = "fixtures/incident.jsonl";
-
-/// A fresh directory under the system temp directory, removed when dropped.
-struct TempDir {
-    path: PathBuf,
-}
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        // TempFile gives a unique name; a directory takes its place.
-        let placeholder = TempFile::reserve(name);
-        let path = placeholder.path().to_path_buf();
-        std::fs::create_dir_all(&path).expect("create temp dir");
-        TempDir { path }
-    }
-
-    /// Writes `contents` to `rel` under the directory and returns its path.
-    fn file(&self, rel: &str, contents: &[u8]) -> PathBuf {
-        let path = self.path.join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).expect("create parent");
-        std::fs::write(&path, contents).expect("write temp file");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
 
 fn incident_bytes() -> Vec<u8> {
     std::fs::read(root().join(INCIDENT)).expect("read the incident fixture")

@@ -55,32 +55,6 @@ fn class_count(summary: &Value, class: &str) -> u64 {
         .expect("count")
 }
 
-/// Two operations, each a 3 × 3 nested retry where every attempt fails with 503: the
-/// gateway tries three times (0–600, 700–1300, 1400–2000 ms after the operation starts),
-/// and under each gateway attempt the dependency tries three times, 100 ms apart.
-fn nested_3x3() -> TempFile {
-    let mut text = String::new();
-    for (n, base) in [(1, 0u64), (2, 10_000)] {
-        let op = format!("n-{n}");
-        for g in 0..3u64 {
-            let g_start = base + g * 700;
-            text += &record(&op, "gateway", g as u32 + 1, g_start, g_start + 600, "503");
-            for d in 0..3u64 {
-                let d_start = g_start + 10 + d * 190;
-                text += &record(
-                    &op,
-                    "dependency",
-                    d as u32 + 1,
-                    d_start,
-                    d_start + 90,
-                    "503",
-                );
-            }
-        }
-    }
-    TempFile::new("nested-3x3.jsonl", text.as_bytes())
-}
-
 /// Worked case: the gateway stops retrying.
 ///
 /// Observed, per operation: gateway 3 attempts, dependency 3 × 3 = 9; both hops retry, so
@@ -98,7 +72,7 @@ fn nested_3x3() -> TempFile {
 /// both sides: no outcome changes.
 #[test]
 fn the_gateway_not_retrying_leaves_three_dependency_attempts_instead_of_nine() {
-    let file = nested_3x3();
+    let file = nested_all_failing(3, "nested-3x3.jsonl");
     let (doc, run) = replay_json("[hops.gateway]\nmax_attempts = 1\n", &file, &[]);
     run.expect_code(0);
     let (observed, replayed) = (&doc["observed"], &doc["replayed"]);
@@ -295,7 +269,7 @@ fn a_ten_percent_retry_budget_caps_a_storm_at_ten_retries() {
 /// retrying.
 #[test]
 fn the_gate_judges_the_replayed_run() {
-    let file = nested_3x3();
+    let file = nested_all_failing(3, "nested-3x3.jsonl");
     let gate = ["--fail-on", "amplification@dependency > 1.5"];
     let (doc, run) = replay_json("[hops.gateway]\nmax_attempts = 1\n", &file, &gate);
     run.expect_code(1);
@@ -317,7 +291,7 @@ fn the_gate_judges_the_replayed_run() {
 
 #[test]
 fn a_candidate_with_an_unknown_key_is_an_error_naming_the_key() {
-    let file = nested_3x3();
+    let file = nested_all_failing(3, "nested-3x3.jsonl");
     let (_, run) = (Value::Null, {
         let cand = TempFile::new("bad.toml", b"[hops.gateway]\nmax_atempts = 1\n");
         run(&[
@@ -335,7 +309,7 @@ fn a_candidate_with_an_unknown_key_is_an_error_naming_the_key() {
 /// Every format renders the comparison, and says what the replay cannot know.
 #[test]
 fn every_format_renders_the_comparison() {
-    let file = nested_3x3();
+    let file = nested_all_failing(3, "nested-3x3.jsonl");
     let cand = TempFile::new("candidate.toml", b"[hops.gateway]\nmax_attempts = 1\n");
     let args = |format: &str| {
         vec![

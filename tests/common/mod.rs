@@ -394,3 +394,59 @@ pub fn record(op: &str, hop: &str, attempt: u32, start: u64, finish: u64, outcom
         "{{\"operation_id\":\"{op}\",\"hop\":\"{hop}\",\"attempt\":{attempt},\"start_ms\":{start},\"finish_ms\":{finish},\"outcome\":\"{outcome}\"}}\n"
     )
 }
+
+/// A fresh directory under the system temp directory, removed when dropped.
+pub struct TempDir {
+    pub path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        // TempFile gives a unique name; a directory takes its place.
+        let placeholder = TempFile::reserve(name);
+        let path = placeholder.path().to_path_buf();
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir { path }
+    }
+
+    /// Writes `contents` to `rel` under the directory and returns its path.
+    pub fn file(&self, rel: &str, contents: &[u8]) -> PathBuf {
+        let path = self.path.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).expect("create parent");
+        std::fs::write(&path, contents).expect("write temp file");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Two operations (`n-1`, `n-2`), each a nested retry where every attempt fails with 503:
+/// the gateway tries `gateway` times (0–600, 700–1300, 1400–2000 ms … after the operation
+/// starts), and under each gateway attempt the dependency tries three times, 190 ms apart.
+/// Used by the replay and diff worked cases.
+pub fn nested_all_failing(gateway: u64, name: &str) -> TempFile {
+    let mut text = String::new();
+    for (n, base) in [(1, 0u64), (2, 10_000)] {
+        let op = format!("n-{n}");
+        for g in 0..gateway {
+            let g_start = base + g * 700;
+            text += &record(&op, "gateway", g as u32 + 1, g_start, g_start + 600, "503");
+            for d in 0..3u64 {
+                let d_start = g_start + 10 + d * 190;
+                text += &record(
+                    &op,
+                    "dependency",
+                    d as u32 + 1,
+                    d_start,
+                    d_start + 90,
+                    "503",
+                );
+            }
+        }
+    }
+    TempFile::new(name, text.as_bytes())
+}
