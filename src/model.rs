@@ -431,6 +431,26 @@ pub struct OperationKey {
     pub operation_id: Box<str>,
 }
 
+/// Which of `n` partitions an operation belongs to: FNV-1a (64-bit) over the test run's
+/// bytes, one 0xFF byte (never part of UTF-8 text, so `("a", "bc")` and `("ab", "c")`
+/// differ), then the operation ID's bytes, modulo `n`. Without a test run, the hash starts
+/// at the 0xFF byte. Documented in docs/scale.md: engines and scripts that route lines
+/// themselves may compute the same partition. Stable across versions and machines: a
+/// change here is a breaking change of the partial format.
+// Its first callers (`--partition K/N`, spilling) land next; the allow goes with them.
+#[allow(dead_code)]
+pub fn partition_of(test_run_id: Option<&str>, operation_id: &str, n: u32) -> u32 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let bytes = test_run_id
+        .unwrap_or("")
+        .bytes()
+        .chain(std::iter::once(0xFF))
+        .chain(operation_id.bytes());
+    let hash = bytes.fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
+    (hash % u64::from(n.max(1))) as u32
+}
+
 /// An enum of names, each variant spelled once: with `ALL` (every variant, in declaration
 /// order, so a new variant cannot be left out), `name()` (the one spelling reports, flags
 /// and JSON use), `Display` and `Serialize` as that name.
@@ -511,5 +531,20 @@ mod tests {
         }
         assert_eq!(Outcome::Http(503).name(), None);
         assert_eq!(Outcome::Http(503).to_string(), "503");
+    }
+
+    #[test]
+    fn partitions_are_fnv1a_of_run_separator_and_id() {
+        // Values computed independently (a Python FNV-1a over the same bytes): a script
+        // that routes lines itself must land every operation where attempt-funnel does.
+        assert_eq!(
+            partition_of(None, "op-1", u32::MAX),
+            (5303886137859691639 % u64::from(u32::MAX)) as u32
+        );
+        assert_eq!(partition_of(None, "op-1", 7), 5);
+        assert_eq!(partition_of(Some("run-a"), "op-1", 7), 4);
+        assert_eq!(partition_of(Some("ab"), "c", 1000), 44);
+        assert_eq!(partition_of(Some("a"), "bc", 1000), 62);
+        assert_eq!(partition_of(Some("run-a"), "op-1", 1), 0);
     }
 }
