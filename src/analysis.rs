@@ -1,7 +1,8 @@
 //! Runs the per-operation stages (normalize → group → classify) over every operation in
 //! parallel, then the one cross-operation rule (bursts), and collects per-operation results
-//! and the attempt table that the summary aggregates. The attempts themselves are kept only
-//! for the few operations a report draws ([`Keep`]): memory stays bounded by those.
+//! and the mergeable attempt statistics ([`AttemptStats`]) that the summary reads. The
+//! attempts themselves are kept only for the few operations a report draws ([`Keep`]):
+//! memory stays bounded by those.
 
 use rayon::prelude::*;
 
@@ -13,6 +14,7 @@ use crate::ingest::Ingested;
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
 use crate::normalize::{normalize_operation, ByOperation};
 use crate::rules::Rules;
+use crate::stats::AttemptStats;
 
 /// Duplicate events named one by one before the rest are only counted.
 const DUPLICATES_LISTED: usize = 3;
@@ -133,99 +135,14 @@ pub struct KeptOperation {
     pub message_ids: Vec<Option<Box<str>>>,
 }
 
-/// One worker's attempt rows, as columns: moved into the [`AttemptTable`] without a copy.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct AttemptColumns {
-    hop: Vec<u32>,
-    start_ms: Vec<Millis>,
-    /// NaN for an unfinished attempt.
-    duration_ms: Vec<f64>,
-    /// [`ROLE_ORIGINAL`], [`ROLE_RETRY`] or [`ROLE_REDELIVERY`].
-    role: Vec<u32>,
-    success: Vec<Option<bool>>,
-}
-
-pub const ROLE_ORIGINAL: u32 = Role::Original as u32;
-pub const ROLE_RETRY: u32 = Role::Retry as u32;
-pub const ROLE_REDELIVERY: u32 = Role::Redelivery as u32;
-
-/// The attempt table: one row per attempt (hop, start_ms, duration_ms with NaN for
-/// unfinished attempts, role, success), as a polars frame made of the workers' columns
-/// without copying them. The summary's per-hop aggregates are computed on it.
-#[derive(Debug, Clone, Default)]
-pub struct AttemptTable {
-    pub frame: polars::prelude::DataFrame,
-}
-
-impl AttemptTable {
-    pub fn len(&self) -> usize {
-        self.frame.height()
-    }
-
-    /// (hop, start_ms, role) of every attempt.
-    pub fn rows(&self) -> impl Iterator<Item = (u32, Millis, Role)> + '_ {
-        let column = |name: &str| self.frame.column(name).expect("attempt table column");
-        let hop = column("hop").u32().expect("u32 hop");
-        let start = column("start_ms").f64().expect("f64 start");
-        let role = column("role").u32().expect("u32 role");
-        hop.into_no_null_iter()
-            .zip(start.into_no_null_iter())
-            .zip(role.into_no_null_iter())
-            .map(|((h, s), r)| (h, s, Role::ALL[r as usize]))
-    }
-
-    fn from_parts(parts: Vec<AttemptColumns>) -> polars::prelude::PolarsResult<AttemptTable> {
-        use polars::prelude::*;
-        let mut frame: Option<DataFrame> = None;
-        for part in parts {
-            let height = part.hop.len();
-            let chunk = DataFrame::new(
-                height,
-                vec![
-                    UInt32Chunked::from_vec("hop".into(), part.hop).into_column(),
-                    Float64Chunked::from_vec("start_ms".into(), part.start_ms).into_column(),
-                    Float64Chunked::from_vec("duration_ms".into(), part.duration_ms).into_column(),
-                    UInt32Chunked::from_vec("role".into(), part.role).into_column(),
-                    BooleanChunked::from_iter_options("success".into(), part.success.into_iter())
-                        .into_column(),
-                ],
-            )?;
-            match frame.as_mut() {
-                // Appends the chunks by reference: no row is copied.
-                Some(f) => {
-                    f.vstack_mut(&chunk)?;
-                }
-                None => frame = Some(chunk),
-            }
-        }
-        Ok(AttemptTable {
-            frame: frame.unwrap_or_else(AttemptTable::empty_frame),
-        })
-    }
-
-    fn empty_frame() -> polars::prelude::DataFrame {
-        use polars::prelude::*;
-        DataFrame::new(
-            0,
-            vec![
-                UInt32Chunked::from_vec("hop".into(), vec![]).into_column(),
-                Float64Chunked::from_vec("start_ms".into(), vec![]).into_column(),
-                Float64Chunked::from_vec("duration_ms".into(), vec![]).into_column(),
-                UInt32Chunked::from_vec("role".into(), vec![]).into_column(),
-                BooleanChunked::from_iter_options("success".into(), std::iter::empty())
-                    .into_column(),
-            ],
-        )
-        .expect("an empty frame of equal columns")
-    }
-}
-
 /// Everything analysed, ready to summarise and report.
 #[derive(Debug)]
 pub struct Analysis {
     /// Sorted by (test run, operation ID).
     pub operations: Vec<OperationResult>,
-    pub attempts: AttemptTable,
+    /// Per-hop attempt counts, latency sketches and starts over time: what the summary's
+    /// per-hop numbers and the chart are computed from.
+    pub stats: AttemptStats,
     pub bursts: Vec<Burst>,
     /// The operations of each burst, sorted, parallel to `bursts`.
     pub burst_operations: Vec<Vec<OperationKey>>,
@@ -266,10 +183,9 @@ struct Pending {
 }
 
 /// What the per-operation pass accumulates, per worker, then concatenated in order.
-#[derive(Default)]
 struct Pass {
     pending: Vec<Pending>,
-    attempts: AttemptColumns,
+    stats: AttemptStats,
     retries: Vec<(u16, RetryPoint)>,
     duplicates: Vec<SourceRef>,
     problems: Vec<(SourceRef, String)>,
@@ -281,18 +197,33 @@ struct Pass {
 }
 
 impl Pass {
+    fn new(hops: usize) -> Pass {
+        Pass {
+            pending: Vec::new(),
+            stats: AttemptStats::new(hops),
+            retries: Vec::new(),
+            duplicates: Vec::new(),
+            problems: Vec::new(),
+            unfinished_per_hop: vec![0; hops],
+            orphans_per_hop: vec![0; hops],
+            duplicate_effects: 0,
+            scratch: Vec::new(),
+        }
+    }
+
     /// Concatenates the workers' passes in order, each list allocated once at its final
-    /// size. The attempt columns are not copied: each worker's become chunks of the table.
-    fn concat(parts: Vec<Pass>) -> (Pass, Vec<AttemptColumns>) {
-        let mut out = Pass::default();
+    /// size, and merges their statistics.
+    fn concat(parts: Vec<Pass>, hops: usize) -> Pass {
+        let mut out = Pass::new(hops);
         out.pending
             .reserve_exact(parts.iter().map(|p| p.pending.len()).sum());
         out.retries
             .reserve_exact(parts.iter().map(|p| p.retries.len()).sum());
-        let mut columns = Vec::with_capacity(parts.len());
         for mut part in parts {
             out.pending.append(&mut part.pending);
-            columns.push(std::mem::take(&mut part.attempts));
+            out.stats
+                .merge(&part.stats)
+                .expect("every worker counts the same hops");
             out.retries.append(&mut part.retries);
             out.duplicates.append(&mut part.duplicates);
             out.problems.append(&mut part.problems);
@@ -300,7 +231,7 @@ impl Pass {
             add_counts(&mut out.orphans_per_hop, &part.orphans_per_hop);
             out.duplicate_effects += part.duplicate_effects;
         }
-        (out, columns)
+        out
     }
 
     /// Runs normalize → group → classify on one operation and keeps what is needed.
@@ -320,8 +251,9 @@ impl Pass {
         let tree = build_tree(attempts, rules, trace_end_ms);
         let facts = operation_facts(attempts, &tree, rules, trace_end_ms);
         for (a, role) in attempts.iter().zip(&facts.roles) {
-            self.attempts.push(a, *role);
+            self.stats.add(a, *role);
         }
+        self.stats.add_operation_start(facts.first_start_ms);
         self.retries.extend(facts.retry_starts.iter().map(|r| {
             (
                 r.hop,
@@ -332,9 +264,6 @@ impl Pass {
                 },
             )
         }));
-        let hops = rules.hops.len();
-        self.unfinished_per_hop.resize(hops, 0);
-        self.orphans_per_hop.resize(hops, 0);
         for (h, f) in facts.hops.iter().enumerate() {
             self.unfinished_per_hop[h] += u64::from(f.unfinished);
             self.orphans_per_hop[h] += u64::from(f.orphans);
@@ -379,12 +308,12 @@ pub fn analyze_in_place(
     let event_count = events.len() as u64;
     let trace_end_ms = trace_end(&events);
     let by_operation = ByOperation::new(&events, ingested.operations.len());
-    // A few dozen workers' results: each becomes one chunk of the attempt table.
+    // A few dozen workers at most: each fills its own statistics, merged once at the end.
     let min_ops_per_worker = (ingested.operations.len() / 64).max(1024);
     let pass = (0..ingested.operations.len())
         .into_par_iter()
         .with_min_len(min_ops_per_worker)
-        .fold(Pass::default, |mut pass, op| {
+        .fold(|| Pass::new(rules.hops.len()), |mut pass, op| {
             let mut scratch = std::mem::take(&mut pass.scratch);
             by_operation.sorted_events(&events, op, &mut scratch);
             pass.add_operation(op as u32, &scratch, rules, trace_end_ms);
@@ -393,7 +322,7 @@ pub fn analyze_in_place(
         })
         .collect::<Vec<Pass>>();
     crate::profile::note("per-operation pass");
-    let (mut pass, attempt_columns) = Pass::concat(pass);
+    let mut pass = Pass::concat(pass, rules.hops.len());
     crate::profile::note("concat");
     // The operations a report draws run the per-operation stages once more, while their
     // events are at hand: cheaper than keeping every operation's attempts and tree.
@@ -419,7 +348,6 @@ pub fn analyze_in_place(
     );
     finish(
         pass,
-        attempt_columns,
         kept_work,
         ingested,
         rules,
@@ -456,12 +384,12 @@ pub fn analyze_attempts(
     let pass = operations
         .par_iter()
         .with_min_len(min_ops_per_worker)
-        .fold(Pass::default, |mut pass, (op, attempts)| {
+        .fold(|| Pass::new(rules.hops.len()), |mut pass, (op, attempts)| {
             pass.add_attempts(*op, attempts, rules, trace_end_ms);
             pass
         })
         .collect::<Vec<Pass>>();
-    let (pass, attempt_columns) = Pass::concat(pass);
+    let pass = Pass::concat(pass, rules.hops.len());
     let chosen = choose_kept(&pass.pending, keep, ingested);
     let kept_work = chosen
         .iter()
@@ -472,7 +400,6 @@ pub fn analyze_attempts(
         .collect();
     finish(
         pass,
-        attempt_columns,
         kept_work,
         ingested,
         rules,
@@ -495,7 +422,6 @@ struct Totals {
 /// bursts are known, and the kept operations' trees.
 fn finish(
     pass: Pass,
-    attempt_columns: Vec<AttemptColumns>,
     kept_work: Vec<(u32, Vec<Attempt>)>,
     ingested: &Ingested,
     rules: &Rules,
@@ -506,18 +432,16 @@ fn finish(
         events: event_count,
         trace_end_ms,
     } = totals;
-    let attempts = AttemptTable::from_parts(attempt_columns)?;
     let Pass {
         pending,
+        stats,
         retries,
         mut duplicates,
-        mut unfinished_per_hop,
-        mut orphans_per_hop,
+        unfinished_per_hop,
+        orphans_per_hop,
         duplicate_effects,
         ..
     } = pass;
-    unfinished_per_hop.resize(rules.hops.len(), 0);
-    orphans_per_hop.resize(rules.hops.len(), 0);
 
     let bursts = detect_bursts(retries, rules);
     let mut burst_hops: Vec<(u32, u16)> = bursts
@@ -596,7 +520,7 @@ fn finish(
 
     Ok(Analysis {
         operations,
-        attempts,
+        stats,
         bursts,
         burst_operations,
         diagnostics,
@@ -674,14 +598,4 @@ fn detect_bursts(retries: Vec<(u16, RetryPoint)>, rules: &Rules) -> Vec<Burst> {
             find_bursts(hop as u16, &points, rules.burst)
         })
         .collect()
-}
-
-impl AttemptColumns {
-    fn push(&mut self, a: &Attempt, role: Role) {
-        self.hop.push(u32::from(a.hop));
-        self.start_ms.push(a.start_ms);
-        self.duration_ms.push(a.duration_ms().unwrap_or(f64::NAN));
-        self.role.push(role as u32);
-        self.success.push(a.outcome.map(|o| o.is_success()));
-    }
 }

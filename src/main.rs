@@ -29,6 +29,7 @@ mod replay;
 mod report;
 mod rules;
 mod select;
+mod stats;
 mod summary;
 mod timeline;
 mod words;

@@ -1,18 +1,17 @@
 //! The summary: every number any report prints, computed here once. Per-hop aggregates
-//! (attempts, amplification, originals vs retries, retry success, latency percentiles) are
-//! computed by polars over the attempt table; every output format renders this struct.
+//! (attempts, amplification, originals vs retries, retry success, latency percentiles) come
+//! from the mergeable attempt statistics (`stats`), never from the attempts themselves;
+//! every output format renders this struct.
 
-use polars::prelude::*;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::analysis::{
-    worst_first, Analysis, OperationResult, ROLE_ORIGINAL, ROLE_REDELIVERY, ROLE_RETRY,
-};
+use crate::analysis::{worst_first, Analysis, OperationResult};
 use crate::burst::Burst;
 use crate::classify::{Class, FindingLabel};
 use crate::model::{Millis, OperationKey};
 use crate::rules::{HopOrder, Rules};
+use crate::stats::{AttemptStats, HopCounts};
 use crate::timeline::{AttemptsOverTime, OperationTimeline};
 
 /// Version of the JSON summary and per-operation row schema; bumped on any breaking change.
@@ -267,7 +266,7 @@ fn share(part: u64, whole: u64) -> f64 {
 pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Result<Summary> {
     let hops = &rules.hops;
     let operations = analysis.operations.len() as u64;
-    let per_hop = hop_aggregates(analysis, rules)?;
+    let per_hop = hop_aggregates(&analysis.stats);
 
     let mut first_multiplying = vec![0u64; hops.len()];
     let mut class_counts = [0u64; Class::ALL.len()];
@@ -311,17 +310,19 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
         .enumerate()
         .map(|(h, agg)| HopSummary {
             hop: hops.name(h as u16).to_string(),
-            amplification: share(agg.attempts, operations),
-            retry_ratio: (agg.originals > 0)
-                .then(|| (agg.retries + agg.redeliveries) as f64 / agg.originals as f64),
+            amplification: share(agg.counts.attempts(), operations),
+            retry_ratio: (agg.counts.originals > 0).then(|| {
+                (agg.counts.retries + agg.counts.redeliveries) as f64
+                    / agg.counts.originals as f64
+            }),
             first_multiplying: first_multiplying[h],
             budget: rules.budgets[h],
             unfinished: analysis.unfinished_per_hop[h],
             orphans: analysis.orphans_per_hop[h],
-            attempts: agg.attempts,
-            originals: agg.originals,
-            retries: agg.retries,
-            redeliveries: agg.redeliveries,
+            attempts: agg.counts.attempts(),
+            originals: agg.counts.originals,
+            retries: agg.counts.retries,
+            redeliveries: agg.counts.redeliveries,
             retry_success_rate: agg.retry_success_rate,
             latency_ms: agg.latency,
         })
@@ -352,9 +353,9 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
             bad_lines: analysis.diagnostics.total(),
         },
         operations,
-        attempts: analysis.attempts.len() as u64,
+        attempts: analysis.stats.attempts(),
         retry_attempts,
-        retry_share: share(retry_attempts, analysis.attempts.len() as u64),
+        retry_share: share(retry_attempts, analysis.stats.attempts()),
         main_multiplying_hop,
         unfinished_attempts: hop_summaries.iter().map(|h| h.unfinished).sum(),
         orphan_attempts: hop_summaries.iter().map(|h| h.orphans).sum(),
@@ -376,7 +377,7 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
             .iter()
             .map(|o| OperationRecord::new(o, hops))
             .collect(),
-        attempts_over_time: crate::timeline::attempts_over_time(analysis, hops),
+        attempts_over_time: crate::timeline::attempts_over_time(&analysis.stats, hops),
         timelines: worst
             .iter()
             .take(TIMELINES_DRAWN)
@@ -393,68 +394,31 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
     })
 }
 
-struct HopAggregate {
-    attempts: u64,
-    originals: u64,
-    retries: u64,
-    redeliveries: u64,
-    retry_success_rate: Option<f64>,
-    latency: Latency,
+/// Per-hop counts, retry success and latency percentiles, from the mergeable statistics.
+fn hop_aggregates(stats: &AttemptStats) -> Vec<HopAggregate> {
+    (0..stats.hop_count())
+        .map(|h| {
+            let hop = stats.hop(h);
+            let c = &hop.counts;
+            let q = |p: u64| hop.latency_us.percentile_ms(p);
+            HopAggregate {
+                counts: *c,
+                retry_success_rate: (c.repeats_known > 0)
+                    .then(|| c.repeats_succeeded as f64 / c.repeats_known as f64),
+                latency: Latency {
+                    p50: q(50),
+                    p95: q(95),
+                    p99: q(99),
+                },
+            }
+        })
+        .collect()
 }
 
-/// Per-hop counts, retry success and latency percentiles, by polars over the attempt table.
-fn hop_aggregates(analysis: &Analysis, rules: &Rules) -> anyhow::Result<Vec<HopAggregate>> {
-    let frame = &analysis.attempts.frame;
-    let mut out: Vec<HopAggregate> = (0..rules.hops.len())
-        .map(|_| HopAggregate {
-            attempts: 0,
-            originals: 0,
-            retries: 0,
-            redeliveries: 0,
-            retry_success_rate: None,
-            latency: Latency {
-                p50: None,
-                p95: None,
-                p99: None,
-            },
-        })
-        .collect();
-    if frame.height() == 0 {
-        return Ok(out);
-    }
-    let hop_column = frame.column("hop")?.u32()?;
-    let role_all = frame.column("role")?.u32()?;
-    let success_all = frame.column("success")?.bool()?;
-    let duration_all = frame.column("duration_ms")?.f64()?;
-    for (h, agg) in out.iter_mut().enumerate() {
-        let at_hop = hop_column.equal(h as u32);
-        let attempts = at_hop.sum().unwrap_or(0) as u64;
-        if attempts == 0 {
-            continue;
-        }
-        let role = role_all.filter(&at_hop)?;
-        let is_repeat = role.not_equal(ROLE_ORIGINAL);
-        let repeat_outcomes = success_all.filter(&at_hop)?.filter(&is_repeat)?;
-        let known = (repeat_outcomes.len() - repeat_outcomes.null_count()) as u64;
-        let succeeded = repeat_outcomes.sum().unwrap_or(0) as u64;
-        // Unfinished attempts have no latency (NaN in the table).
-        let durations = duration_all.filter(&at_hop)?;
-        let durations = durations.filter(&durations.is_not_nan())?;
-        let q = |p: f64| durations.quantile(p, QuantileMethod::Linear);
-        *agg = HopAggregate {
-            attempts,
-            originals: role.equal(ROLE_ORIGINAL).sum().unwrap_or(0) as u64,
-            retries: role.equal(ROLE_RETRY).sum().unwrap_or(0) as u64,
-            redeliveries: role.equal(ROLE_REDELIVERY).sum().unwrap_or(0) as u64,
-            retry_success_rate: (known > 0).then(|| succeeded as f64 / known as f64),
-            latency: Latency {
-                p50: q(0.50)?,
-                p95: q(0.95)?,
-                p99: q(0.99)?,
-            },
-        };
-    }
-    Ok(out)
+struct HopAggregate {
+    counts: HopCounts,
+    retry_success_rate: Option<f64>,
+    latency: Latency,
 }
 
 fn burst_summary(

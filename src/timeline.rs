@@ -13,6 +13,7 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use serde::Serialize;
 
 use crate::analysis::{Analysis, KeptOperation};
+use crate::stats::AttemptStats;
 use crate::classify::{overlap_spans, Role};
 use crate::group::{line_key, LineKey, Parent};
 use crate::model::{Millis, Outcome};
@@ -23,13 +24,17 @@ use crate::rules::{HopOrder, Rules};
 pub const TIME_BUCKETS_MAX: usize = 200;
 
 /// Attempts started per time bucket. Bucket `i` covers
-/// `[start_ms + i × bucket_ms, start_ms + (i + 1) × bucket_ms)`.
+/// `[start_ms + i × bucket_ms, start_ms + (i + 1) × bucket_ms)`; buckets are aligned to
+/// multiples of `bucket_ms` on the input's clock, so that each is an exact sum of the
+/// statistics' fine buckets (which merge across partitions).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct AttemptsOverTime {
-    /// Start of the first bucket: the earliest attempt start.
+    /// Start of the first bucket: the earliest attempt start, rounded down to a multiple
+    /// of `bucket_ms`.
     pub start_ms: Millis,
-    /// Width of a bucket: 1, 2 or 5 × a power of ten ms, the smallest such that at most
-    /// 200 buckets cover the input.
+    /// Width of a bucket: 1, 2 or 5 × a power of ten ms, the smallest that is at least
+    /// 1/198 of the time from the first attempt start to the last, in whole ms (so that,
+    /// aligned, at most 200 buckets cover the input).
     pub bucket_ms: Millis,
     /// Number of buckets; every series has this length.
     pub buckets: usize,
@@ -64,34 +69,22 @@ pub fn nice_step(raw: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
-/// Buckets the attempt table by start time. `None` when there are no attempts.
-pub fn attempts_over_time(analysis: &Analysis, hops: &HopOrder) -> Option<AttemptsOverTime> {
-    let rows = || analysis.attempts.rows();
-    let first = rows().map(|(_, s, _)| s).reduce(Millis::min)?;
-    let last = rows().map(|(_, s, _)| s).reduce(Millis::max)?;
-    let bucket_ms = nice_step((last - first) / (TIME_BUCKETS_MAX - 1) as f64);
-    let buckets = (((last - first) / bucket_ms).floor() as usize + 1).min(TIME_BUCKETS_MAX);
-    let bucket_of =
-        |t: Millis| (((t - first) / bucket_ms).floor().max(0.0) as usize).min(buckets - 1);
-
-    let mut operations_started = vec![0u64; buckets];
-    for op in &analysis.operations {
-        operations_started[bucket_of(op.first_start_ms)] += 1;
-    }
-    // Per hop index: originals, retries, redeliveries.
-    let mut per_hop = vec![
-        [
-            vec![0u64; buckets],
-            vec![0u64; buckets],
-            vec![0u64; buckets]
-        ];
-        hops.len()
-    ];
-    for (hop, start, role) in rows() {
-        let series = role as usize;
-        per_hop[hop as usize][series][bucket_of(start)] += 1;
-    }
-    let hop_series: Vec<HopSeries> = per_hop
+/// The chart of attempts over time, from the statistics' fine time buckets. `None` when
+/// there are no attempts.
+pub fn attempts_over_time(stats: &AttemptStats, hops: &HopOrder) -> Option<AttemptsOverTime> {
+    let (first, last) = stats.start_range()?;
+    // Buckets aligned to multiples of the step may start up to one step before the first
+    // start, so the step covers the range in two buckets fewer than the most: at most
+    // TIME_BUCKETS_MAX in all.
+    let step = nice_step((last - first) as f64 / (TIME_BUCKETS_MAX - 2) as f64).round() as i64;
+    // The step is a multiple of the fine resolution (see FINE_BUCKETS_MAX); rounding it up
+    // to one would only guard against statistics that break that rule.
+    let unit = stats.time_resolution_ms();
+    let step = (step + unit - 1) / unit * unit;
+    let counts = stats.counts_over_time(step)?;
+    let buckets = counts.operations_started.len();
+    let hop_series: Vec<HopSeries> = counts
+        .hops
         .into_iter()
         .enumerate()
         .filter(|(_, [o, r, d])| o.iter().chain(r).chain(d).any(|&n| n > 0))
@@ -105,15 +98,15 @@ pub fn attempts_over_time(analysis: &Analysis, hops: &HopOrder) -> Option<Attemp
     let peak = hop_series
         .iter()
         .flat_map(|s| (0..buckets).map(|i| s.originals[i] + s.retries[i] + s.redeliveries[i]))
-        .chain(operations_started.iter().copied())
+        .chain(counts.operations_started.iter().copied())
         .max()
         .unwrap_or(0);
     Some(AttemptsOverTime {
-        start_ms: first,
-        bucket_ms,
+        start_ms: (counts.first_bucket * step) as Millis,
+        bucket_ms: step as Millis,
         buckets,
         peak,
-        operations_started,
+        operations_started: counts.operations_started,
         hops: hop_series,
     })
 }
