@@ -313,13 +313,16 @@ pub fn analyze_in_place(
     let pass = (0..ingested.operations.len())
         .into_par_iter()
         .with_min_len(min_ops_per_worker)
-        .fold(|| Pass::new(rules.hops.len()), |mut pass, op| {
-            let mut scratch = std::mem::take(&mut pass.scratch);
-            by_operation.sorted_events(&events, op, &mut scratch);
-            pass.add_operation(op as u32, &scratch, rules, trace_end_ms);
-            pass.scratch = scratch;
-            pass
-        })
+        .fold(
+            || Pass::new(rules.hops.len()),
+            |mut pass, op| {
+                let mut scratch = std::mem::take(&mut pass.scratch);
+                by_operation.sorted_events(&events, op, &mut scratch);
+                pass.add_operation(op as u32, &scratch, rules, trace_end_ms);
+                pass.scratch = scratch;
+                pass
+            },
+        )
         .collect::<Vec<Pass>>();
     crate::profile::note("per-operation pass");
     let mut pass = Pass::concat(pass, rules.hops.len());
@@ -384,10 +387,13 @@ pub fn analyze_attempts(
     let pass = operations
         .par_iter()
         .with_min_len(min_ops_per_worker)
-        .fold(|| Pass::new(rules.hops.len()), |mut pass, (op, attempts)| {
-            pass.add_attempts(*op, attempts, rules, trace_end_ms);
-            pass
-        })
+        .fold(
+            || Pass::new(rules.hops.len()),
+            |mut pass, (op, attempts)| {
+                pass.add_attempts(*op, attempts, rules, trace_end_ms);
+                pass
+            },
+        )
         .collect::<Vec<Pass>>();
     let pass = Pass::concat(pass, rules.hops.len());
     let chosen = choose_kept(&pass.pending, keep, ingested);

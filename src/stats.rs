@@ -609,7 +609,9 @@ impl AttemptStats {
             if hop.counts.repeats_succeeded > hop.counts.repeats_known
                 || hop.counts.repeats_known > hop.counts.retries + hop.counts.redeliveries
             {
-                return Err(format!("hop {h}: more repeats with an outcome than repeats"));
+                return Err(format!(
+                    "hop {h}: more repeats with an outcome than repeats"
+                ));
             }
             if hop.latency_us.recorded() > hop.counts.attempts() {
                 return Err(format!("hop {h}: more latencies than attempts"));
@@ -649,7 +651,13 @@ mod tests {
         s
     }
 
-    fn item(hop: u16, start: f64, duration: Option<f64>, role: Role, ok: Option<bool>) -> (Attempt, Role) {
+    fn item(
+        hop: u16,
+        start: f64,
+        duration: Option<f64>,
+        role: Role,
+        ok: Option<bool>,
+    ) -> (Attempt, Role) {
         let mut a = attempt(hop, start, start + duration.unwrap_or(0.0));
         a.finish_ms = duration.map(|d| start + d);
         a.outcome = ok.map(|ok| if ok { Outcome::Ok } else { Outcome::Error });
@@ -692,7 +700,10 @@ mod tests {
         }
         for (p, exact) in [(50, 500.0), (95, 950.0), (99, 990.0), (100, 1000.0)] {
             let got = sketch.percentile_ms(p).unwrap();
-            assert!(got >= exact && got <= exact * 1.001, "p{p}: {got} vs {exact}");
+            assert!(
+                got >= exact && got <= exact * 1.001,
+                "p{p}: {got} vs {exact}"
+            );
         }
         // The highest value of the bucket: 100 ms falls in [99.968, 100.031] ms.
         let mut one = LatencySketch::default();
@@ -747,7 +758,9 @@ mod tests {
         let broken = |path: &str, value: serde_json::Value| {
             let mut v = good.clone();
             *v.pointer_mut(path).unwrap() = value;
-            serde_json::from_value::<AttemptStats>(v).unwrap_err().to_string()
+            serde_json::from_value::<AttemptStats>(v)
+                .unwrap_err()
+                .to_string()
         };
         assert!(broken("/time_bucket_ms", 3.into()).contains("power of ten"));
         assert!(broken("/time_bucket_ms", 10.into()).contains("does not fit"));

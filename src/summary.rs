@@ -312,8 +312,7 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
             hop: hops.name(h as u16).to_string(),
             amplification: share(agg.counts.attempts(), operations),
             retry_ratio: (agg.counts.originals > 0).then(|| {
-                (agg.counts.retries + agg.counts.redeliveries) as f64
-                    / agg.counts.originals as f64
+                (agg.counts.retries + agg.counts.redeliveries) as f64 / agg.counts.originals as f64
             }),
             first_multiplying: first_multiplying[h],
             budget: rules.budgets[h],

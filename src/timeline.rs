@@ -13,11 +13,11 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use serde::Serialize;
 
 use crate::analysis::{Analysis, KeptOperation};
-use crate::stats::AttemptStats;
 use crate::classify::{overlap_spans, Role};
 use crate::group::{line_key, LineKey, Parent};
 use crate::model::{Millis, Outcome};
 use crate::rules::{HopOrder, Rules};
+use crate::stats::AttemptStats;
 
 /// Most time buckets in [`AttemptsOverTime`]: one per 6 px of a 1,200 px chart, enough to
 /// see a burst, few enough that the series stays a few kilobytes for any input.

@@ -72,6 +72,40 @@ fn sum(v: &Value) -> u64 {
         .sum()
 }
 
+/// Chart buckets are aligned to multiples of the step on the input's clock, not to the
+/// first start (#10): so that a chart is an exact sum of finer buckets that merge across
+/// partitions. Three operations at +0.123 s, +5.123 s and +40 s of an epoch-ms clock: the
+/// range 39,877 ms ÷ 198 asks for a step of 500 ms, and the first bucket starts at the
+/// multiple of 500 below the first start.
+#[test]
+fn attempts_over_time_buckets_are_aligned_to_multiples_of_the_step() {
+    let t0 = 1_700_000_000_123u64;
+    let lines: String = [t0, t0 + 5_000, 1_700_000_040_000]
+        .iter()
+        .enumerate()
+        .map(|(i, start)| {
+            format!(
+                "{{\"operation_id\":\"op-{i}\",\"hop\":\"caller\",\"start_ms\":{start},\"finish_ms\":{},\"outcome\":\"ok\"}}\n",
+                start + 10
+            )
+        })
+        .collect();
+    let file = TempFile::new("aligned.jsonl", lines.as_bytes());
+    let s = summary_value(&[file.path.to_str().unwrap()]);
+    let t = &s["attempts_over_time"];
+    assert_eq!(t["bucket_ms"].as_f64(), Some(500.0));
+    assert_eq!(t["start_ms"].as_f64(), Some(1_700_000_000_000.0));
+    assert_eq!(t["buckets"].as_u64(), Some(81));
+    let started: Vec<(usize, u64)> = t["operations_started"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| Some((i, n.as_u64()?)).filter(|&(_, n)| n > 0))
+        .collect();
+    assert_eq!(started, vec![(0, 1), (10, 1), (80, 1)]);
+}
+
 #[test]
 fn attempts_over_time_adds_up_to_the_per_hop_counts() {
     let s = summary_value(&["fixtures/incident.jsonl"]);
