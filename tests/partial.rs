@@ -169,14 +169,14 @@ fn burst_events(ops: usize) -> String {
 #[test]
 fn a_burst_whose_operations_are_in_different_partials_is_found() {
     let dir = TempDir::new("partial-burst");
-    let files = split_by_operation(&burst_events(8), 3, &dir, "burst");
+    let files = split_by_operation(&burst_events(12), 3, &dir, "burst");
     let parts = partials(&files, &[]);
     let summary = |run: Run| -> serde_json::Value {
         serde_json::from_slice(&run.expect_code(0).stdout).unwrap()
     };
     let merged = summary(merge(&parts, &["--format", "json"]));
     assert_eq!(merged["bursts"]["count"], 1, "{merged:#}");
-    assert_eq!(merged["bursts"]["operations"], 8);
+    assert_eq!(merged["bursts"]["operations"], 12);
     // No partial alone holds enough of it: the burst is found only across them.
     for part in &parts {
         let alone = summary(merge(std::slice::from_ref(part), &["--format", "json"]));
