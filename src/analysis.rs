@@ -479,8 +479,11 @@ pub fn partition_pass(
 ) -> PartitionPass {
     let events = std::mem::take(&mut ingested.events);
     let event_count = events.len() as u64;
-    let end = trace_end(&events);
-    let trace_end = if global {
+    // Under `--partition K/N` the other partitions' events count too: the trace end is
+    // the whole input's, so every row is the one a run over all operations gives, and
+    // nothing waits for the merge.
+    let end = trace_end(&events).max(ingested.latest_elsewhere_ms.unwrap_or(0.0));
+    let trace_end = if global || ingested.latest_elsewhere_ms.is_some() {
         TraceEnd::Global(end)
     } else {
         TraceEnd::Local(end)

@@ -268,7 +268,13 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
 /// merge's `--top` decides), and defers operations with an unfinished attempt: only the
 /// merge knows where all the input ends. The gate runs at the merge.
 fn write_partial(config: AnalyzeConfig) -> Result<i32> {
-    if config.gate.conditions.iter().any(|c| c.origin == Origin::Flag) || config.gate.junit.is_some() {
+    if config
+        .gate
+        .conditions
+        .iter()
+        .any(|c| c.origin == Origin::Flag)
+        || config.gate.junit.is_some()
+    {
         anyhow::bail!(
             "--fail-on and --junit apply to the whole run: give them to `attempt-funnel merge`, which gates the merged partials"
         );
@@ -345,6 +351,7 @@ fn merge_config(args: cli::MergeArgs) -> Result<(AnalyzeConfig, Vec<partial::Par
             options: cli::InputOptions::default(),
         },
         rules: cli::RuleArgs::default(),
+        partition: None,
         format,
         output,
         fail_on,
@@ -554,6 +561,11 @@ fn replay(args: cli::ReplayArgs) -> Result<i32> {
 }
 
 fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
+    if args.analyze.partition.is_some() {
+        anyhow::bail!(
+            "replay does not take --partition: a candidate's retry budget spans operations, so a replay reads every operation (--partition is for analyze)"
+        );
+    }
     let hops = hops_for(&args.analyze)?;
     let changes = change_conditions(&mut args.analyze.fail_on, &hops)?;
     let (candidate_path, seed) = (args.candidate.clone(), args.seed);
@@ -734,6 +746,7 @@ fn diff_run(args: cli::DiffArgs) -> Result<i32> {
         allow_empty: args.allow_empty,
         junit: args.junit,
         top: args.top,
+        partition: None,
         style: args.style,
     };
     let hops = hops_for(&analyze_args)?;
@@ -916,6 +929,8 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         progress: ingest::progress::wanted(),
         max_line_bytes: args.max_line_bytes,
         spans,
+        // `analyze --partition` sets it; every other command reads every operation.
+        partition: None,
     })
 }
 
@@ -1058,10 +1073,12 @@ fn analyze_config_with(
         );
     }
     let style = style(&args.style, &output);
+    let mut input = input_config(args.input, &rules, policy)?;
+    input.partition = args.partition;
     Ok(AnalyzeConfig {
         stderr_color: color_for(args.style.color, std::io::stderr().is_terminal()),
         style,
-        input: input_config(args.input, &rules, policy)?,
+        input,
         format: match args.format {
             FormatArg::Table => OutputFormat::Table,
             FormatArg::Json => OutputFormat::Json,
@@ -1104,6 +1121,7 @@ fn show_config(mut args: ShowArgs) -> Result<ShowConfig> {
         allow_empty: false,
         junit: None,
         top: 0,
+        partition: None,
         style: args.style,
     })?;
     Ok(ShowConfig {

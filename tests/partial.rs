@@ -17,7 +17,10 @@ fn split_by_operation(events: &str, n: usize, dir: &TempDir, stem: &str) -> Vec<
     for line in events.lines().filter(|l| !l.trim().is_empty()) {
         let value: serde_json::Value = serde_json::from_str(line).expect("a JSON event");
         let key = format!("{}/{}", value["test_run_id"], value["operation_id"]);
-        let share = key.bytes().fold(7u64, |h, b| h.wrapping_mul(31) ^ u64::from(b)) % n as u64;
+        let share = key
+            .bytes()
+            .fold(7u64, |h, b| h.wrapping_mul(31) ^ u64::from(b))
+            % n as u64;
         parts[share as usize].push_str(line);
         parts[share as usize].push('\n');
     }
@@ -73,7 +76,11 @@ fn assert_merge_is_one_run(files: &[PathBuf], parts: &[PathBuf], extra: &[&str])
         flags.extend(extra);
         let one = analyze_files(files, &flags);
         let merged = merge(parts, &flags);
-        assert_eq!(merged.code, one.code, "{format}: exit code\n{}", merged.stderr);
+        assert_eq!(
+            merged.code, one.code,
+            "{format}: exit code\n{}",
+            merged.stderr
+        );
         assert!(
             merged.stdout == one.stdout,
             "{format}: the merge differs from one run\n--- one run ---\n{}\n--- merge ---\n{}",
@@ -92,7 +99,11 @@ fn the_incident_split_in_three_merges_to_one_run_in_every_format() {
     assert_merge_is_one_run(&files, &parts, &[]);
 
     // The rows do not depend on how the input was split into files at all.
-    let whole = analyze(&[fixture("incident.jsonl").display().to_string(), "--format".into(), "jsonl".into()]);
+    let whole = analyze(&[
+        fixture("incident.jsonl").display().to_string(),
+        "--format".into(),
+        "jsonl".into(),
+    ]);
     let merged = merge(&parts, &["--format", "jsonl"]);
     assert_eq!(merged.stdout, whole.expect_code(0).stdout);
 
@@ -119,7 +130,12 @@ fn a_generated_input_split_in_three_merges_to_one_run_with_the_same_gate() {
     assert_merge_is_one_run(&files, &parts, &[]);
 
     // The gate: the same verdict, exit code and JUnit file.
-    let gate = ["--fail-on", "nested-retry > 0", "--fail-on", "healthy < 50%"];
+    let gate = [
+        "--fail-on",
+        "nested-retry > 0",
+        "--fail-on",
+        "healthy < 50%",
+    ];
     let one_junit = dir.path.join("one.xml");
     let merged_junit = dir.path.join("merged.xml");
     let mut one_flags: Vec<&str> = gate.to_vec();
@@ -201,8 +217,11 @@ fn unfinished_attempts_take_the_end_of_all_the_input() {
         dir.file("late.jsonl", late.as_bytes()),
     ];
     let parts = partials(&files, &[]);
-    let rows = merge(&parts, &["--format", "jsonl"]).expect_code(0).stdout_text();
-    let open: serde_json::Value = serde_json::from_str(rows.lines().find(|l| l.contains("\"open\"")).unwrap()).unwrap();
+    let rows = merge(&parts, &["--format", "jsonl"])
+        .expect_code(0)
+        .stdout_text();
+    let open: serde_json::Value =
+        serde_json::from_str(rows.lines().find(|l| l.contains("\"open\"")).unwrap()).unwrap();
     assert_eq!(open["overlap_ms"], 5800.0, "{rows}");
     assert_merge_is_one_run(&files, &parts, &[]);
 }
@@ -212,7 +231,10 @@ fn partials_pass_through_pipes_compression_and_directories() {
     let dir = TempDir::new("partial-streams");
     let events = std::fs::read_to_string(fixture("incident.jsonl")).unwrap();
     let files = split_by_operation(&events, 3, &dir, "incident");
-    let one = analyze_files(&files, &["--format", "jsonl"]).expect_code(0).stdout.clone();
+    let one = analyze_files(&files, &["--format", "jsonl"])
+        .expect_code(0)
+        .stdout
+        .clone();
 
     // To standard output, then concatenated into one stream on standard input.
     let mut stream = Vec::new();
@@ -228,7 +250,10 @@ fn partials_pass_through_pipes_compression_and_directories() {
     let packed = TempDir::new("partial-packed");
     for p in &parts {
         let name = format!("{}.zst", p.file_name().unwrap().to_string_lossy());
-        packed.file(&name, &zstd::encode_all(&std::fs::read(p).unwrap()[..], 3).unwrap());
+        packed.file(
+            &name,
+            &zstd::encode_all(&std::fs::read(p).unwrap()[..], 3).unwrap(),
+        );
     }
     let merged = merge(std::slice::from_ref(&packed.path), &["--format", "jsonl"]);
     assert_eq!(merged.expect_code(0).stdout, one);
@@ -247,7 +272,13 @@ fn partials_of_another_version_or_other_rules_are_refused() {
     let files = split_by_operation(&events, 2, &dir, "incident");
     let parts = partials(&files, &[]);
 
-    let future = edit(&parts[1], "\"version\":1", "\"version\":2", &dir, "future.partial");
+    let future = edit(
+        &parts[1],
+        "\"version\":1",
+        "\"version\":2",
+        &dir,
+        "future.partial",
+    );
     let refused = merge(&[parts[0].clone(), future], &[]);
     refused.expect_code(2);
     assert!(refused.stderr.contains("version 2"), "{}", refused.stderr);
@@ -274,14 +305,29 @@ fn partials_of_another_version_or_other_rules_are_refused() {
 
     // A cut partial, and not a partial at all.
     let text = std::fs::read_to_string(&parts[0]).unwrap();
-    let cut = dir.file("cut.partial", text[..text.len() / 2].rsplit_once('\n').unwrap().0.as_bytes());
+    let cut = dir.file(
+        "cut.partial",
+        text[..text.len() / 2]
+            .rsplit_once('\n')
+            .unwrap()
+            .0
+            .as_bytes(),
+    );
     merge(&[cut], &[]).expect_code(2);
     let refused = merge(&[files[0].clone()], &[]);
     refused.expect_code(2);
-    assert!(refused.stderr.contains("not a partial"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("not a partial"),
+        "{}",
+        refused.stderr
+    );
 
     // An operation in two partials: the input was not split by operation.
     let refused = merge(&[parts[0].clone(), parts[0].clone()], &[]);
     refused.expect_code(2);
-    assert!(refused.stderr.contains("in two partials"), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("in two partials"),
+        "{}",
+        refused.stderr
+    );
 }

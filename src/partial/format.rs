@@ -383,7 +383,10 @@ pub fn read(name: &str, input: impl BufRead) -> Result<Vec<Partial>> {
             None => open = Some(Reading::start(&line, name, number).with_context(at)?),
             Some(reading) => {
                 let parsed: Line = serde_json::from_str(&line).map_err(|e| {
-                    anyhow!("{}: not a line of a partial ({e}); was the partial cut or edited?", at())
+                    anyhow!(
+                        "{}: not a line of a partial ({e}); was the partial cut or edited?",
+                        at()
+                    )
                 })?;
                 if let Line::End(counts) = parsed {
                     let reading = open.take().expect("a partial is open");
@@ -431,7 +434,10 @@ impl Reading {
         let header: Header = serde_json::from_value(header.clone())
             .map_err(|e| anyhow!("the partial's header is not valid: {e}"))?;
         let hops = HopOrder::new(header.rules.hops.clone())?;
-        header.rules.rules().context("the partial's header is not valid")?;
+        header
+            .rules
+            .rules()
+            .context("the partial's header is not valid")?;
         let origin = if number == 1 {
             name.to_string()
         } else {
@@ -461,7 +467,10 @@ impl Reading {
         if usize::from(hop) < self.hops.len() {
             Ok(hop)
         } else {
-            bail!("hop index {hop} is not one of the header's {} hops", self.hops.len())
+            bail!(
+                "hop index {hop} is not one of the header's {} hops",
+                self.hops.len()
+            )
         }
     }
 
@@ -493,11 +502,18 @@ impl Reading {
             Line::Attempts(c) => {
                 self.counts.attempts += 1;
                 let n = c.hop.len();
-                let lengths = [c.start_ms.len(), c.duration_ms.len(), c.role.len(), c.success.len()];
+                let lengths = [
+                    c.start_ms.len(),
+                    c.duration_ms.len(),
+                    c.role.len(),
+                    c.success.len(),
+                ];
                 if lengths.iter().any(|&l| l != n) {
                     bail!("attempt columns of different lengths");
                 }
-                if c.role.iter().any(|&r| r > 2) || c.hop.iter().any(|&h| h as usize >= self.hops.len()) {
+                if c.role.iter().any(|&r| r > 2)
+                    || c.hop.iter().any(|&h| h as usize >= self.hops.len())
+                {
                     bail!("an attempt's hop or role is out of range");
                 }
                 p.attempts.push(AttemptColumns {
@@ -546,7 +562,11 @@ impl Reading {
 
     fn row(&self, r: WireRow) -> Result<Row> {
         if r.funnel.len() != self.hops.len() {
-            bail!("a funnel of {} hops, not the header's {}", r.funnel.len(), self.hops.len());
+            bail!(
+                "a funnel of {} hops, not the header's {}",
+                r.funnel.len(),
+                self.hops.len()
+            );
         }
         let findings = r
             .findings
@@ -596,10 +616,12 @@ impl Reading {
         let mut attempts = Vec::with_capacity(w.attempts.len());
         for a in w.attempts {
             let outcome = match a.outcome.as_deref() {
-                Some(text) => Some(
-                    Outcome::parse(text)
-                        .ok_or_else(|| anyhow!("an attempt's outcome \"{text}\" is not one of {}", Outcome::EXPECTED))?,
-                ),
+                Some(text) => Some(Outcome::parse(text).ok_or_else(|| {
+                    anyhow!(
+                        "an attempt's outcome \"{text}\" is not one of {}",
+                        Outcome::EXPECTED
+                    )
+                })?),
                 None => None,
             };
             attempts.push(Attempt {
@@ -646,7 +668,12 @@ impl Reading {
         {
             bail!("a retry start or kept operation points past the partial's rows");
         }
-        if let Some(k) = self.partial.kept.iter().find(|k| self.partial.rows[k.row as usize].key != k.attempts.key) {
+        if let Some(k) = self
+            .partial
+            .kept
+            .iter()
+            .find(|k| self.partial.rows[k.row as usize].key != k.attempts.key)
+        {
             bail!("kept operation {} does not match its row", k.attempts.key);
         }
         Ok(self.partial)

@@ -41,7 +41,10 @@ pub fn merge(mut parts: Vec<Partial>, rules: &Rules, worst: usize) -> Result<Ana
         .collect();
     deferred.sort_by(|a, b| a.key.cmp(&b.key));
     if total + deferred.len() as u64 > u64::from(u32::MAX) {
-        bail!("the partials hold more than {} operations, more than one merge can index", u32::MAX);
+        bail!(
+            "the partials hold more than {} operations, more than one merge can index",
+            u32::MAX
+        );
     }
     if let Some(pair) = deferred.windows(2).find(|w| w[0].key == w[1].key) {
         bail!(
@@ -61,10 +64,14 @@ pub fn merge(mut parts: Vec<Partial>, rules: &Rules, worst: usize) -> Result<Ana
 
     let mut retries = std::mem::take(&mut late.retries);
     for (p, &offset) in parts.iter_mut().zip(&offsets) {
-        retries.extend(std::mem::take(&mut p.retries).into_iter().map(|(hop, mut point)| {
-            point.op += offset;
-            (hop, point)
-        }));
+        retries.extend(
+            std::mem::take(&mut p.retries)
+                .into_iter()
+                .map(|(hop, mut point)| {
+                    point.op += offset;
+                    (hop, point)
+                }),
+        );
     }
     let bursts = detect_bursts(retries, rules);
     crate::profile::note("bursts");
@@ -174,7 +181,10 @@ fn check_rules(parts: &[Partial], rules: &Rules) -> Result<()> {
 /// The latest time in all the input. A partial that was told the end of all the input
 /// analysed its unfinished attempts with it: another partial's input may not end later.
 fn trace_end(parts: &[Partial]) -> Result<Millis> {
-    let end = parts.iter().map(|p| p.trace_end.ms()).fold(0.0, Millis::max);
+    let end = parts
+        .iter()
+        .map(|p| p.trace_end.ms())
+        .fold(0.0, Millis::max);
     for p in parts {
         if let TraceEnd::Global(ms) = p.trace_end {
             if ms != end {
@@ -259,7 +269,10 @@ fn kept_operations(
             KeptOperation {
                 op: id,
                 result,
-                targets: attempts.iter().map(|a| ops.text(a.target).map(Into::into)).collect(),
+                targets: attempts
+                    .iter()
+                    .map(|a| ops.text(a.target).map(Into::into))
+                    .collect(),
                 message_ids: attempts
                     .iter()
                     .map(|a| ops.text(a.message_id).map(Into::into))
@@ -353,7 +366,8 @@ fn merge_input(parts: &[Partial], late: &crate::analysis::Pass) -> Result<Merged
         out.lines += i.lines;
         out.events += i.events;
         out.duplicate_events += i.duplicate_events;
-        out.duplicate_examples.extend(i.duplicate_examples.iter().cloned());
+        out.duplicate_examples
+            .extend(i.duplicate_examples.iter().cloned());
         add_counts(&mut out.unfinished_per_hop, &i.unfinished_per_hop);
         add_counts(&mut out.orphans_per_hop, &i.orphans_per_hop);
         out.duplicate_effects += i.duplicate_effects;
