@@ -425,7 +425,7 @@ fn report_run(
     analysis: &analysis::Analysis,
     mut stages: profile::Stages,
 ) -> Result<i32> {
-    let summary = summary::summarize(&analysis, &config.rules, config.top)?;
+    let summary = summary::summarize(analysis, &config.rules, config.top)?;
     stages.mark("summary");
     let verdict = (!config.gate.conditions.is_empty()).then(|| {
         gate::evaluate(

@@ -121,7 +121,7 @@ pub mod exact {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Line {
-    Partial(Header),
+    Partial(Box<Header>),
     Kept(WireKept),
     Deferred(WireOperation),
     Attempts(WireColumns),
@@ -307,14 +307,14 @@ pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
         TraceEnd::Global(ms) => (TraceEndKind::Global, ms),
         TraceEnd::Local(ms) => (TraceEndKind::Local, ms),
     };
-    line(&Line::Partial(Header {
+    line(&Line::Partial(Box::new(Header {
         format: FORMAT_NAME.to_string(),
         version: FORMAT_VERSION,
         rules: partial.rules.clone(),
         trace_end_ms,
         trace_end,
         input: partial.input.clone(),
-    }))?;
+    })))?;
     let hops = HopOrder::new(partial.rules.hops.clone())?;
     for k in &partial.kept {
         line(&Line::Kept(WireKept {
