@@ -56,6 +56,8 @@ if ! "$venv/bin/python" -c "import pyspark, sys; sys.exit(pyspark.__version__ !=
   "$venv/bin/pip" install --quiet "pyspark==$pyspark_version"
 fi
 java -version 2>&1 | head -1
+# spark-submit finds its Spark in the environment's pyspark, and its workers' Python.
+export PATH="$venv/bin:$PATH" PYSPARK_PYTHON="$venv/bin/python"
 
 if [ $# -eq 0 ]; then
   say "input: attempt-funnel generate --ops $ops --seed 1"
@@ -70,7 +72,7 @@ ls -l "${inputs[@]}"
 say "Spark ($master, $partitions partitions): route by operation key, analyze --format partial per partition"
 rm -rf "$work/partials"
 start=$(date +%s)
-"$venv/bin/spark-submit" --master "$master" \
+spark-submit --master "$master" \
   --conf spark.ui.showConsoleProgress=false \
   "$here/funnel_job.py" --binary "$bin" --partitions "$partitions" \
   --partials "$work/partials" "${inputs[@]}" 2> "$work/spark.log" || {
@@ -91,10 +93,31 @@ done
 merged_gate=$(gate_of "$bin" merge "${partials[@]}")
 one_gate=$(gate_of "$bin" analyze "${inputs[@]}")
 
-say "merged from $partitions partials"
-cat "$work/merged.table"
-say "one run"
-cat "$work/one-run.table"
+say "both summaries, side by side (whole reports: $work/merged.table, $work/one-run.table)"
+python3 - "$work/merged.json" "$work/one-run.json" <<'EOF'
+import json, sys
+merged, one = (json.load(open(p)) for p in sys.argv[1:3])
+def figures(s):
+    yield "operations", s["operations"]
+    yield "attempts", s["attempts"]
+    yield "lines / events / bad lines", "%d / %d / %d" % (
+        s["input"]["lines"], s["input"]["events"], s["input"]["bad_lines"])
+    for c in s["classes"]:
+        yield c["class"], c["operations"]
+    for h in s["hops"]:
+        l = h["latency_ms"]
+        yield h["hop"] + ": attempts, amplification", "%d, %.3f" % (h["attempts"], h["amplification"])
+        yield h["hop"] + ": p50/p95/p99 ms", "%g / %g / %g" % (l["p50"], l["p95"], l["p99"])
+    yield "bursts (operations)", "%d (%d)" % (s["bursts"]["count"], s["bursts"]["operations"])
+    yield "overlap: operations, ms", "%d, %.0f" % (s["overlap"]["operations"], s["overlap"]["total_ms"])
+    yield "worst operation", s["worst_operations"][0]["operation_id"] if s["worst_operations"] else "-"
+    yield "timelines drawn", len(s["timelines"])
+rows = list(zip(figures(merged), figures(one)))
+width = max(len(name) for (name, _), _ in rows)
+print("%-*s  %20s  %20s" % (width, "", "merged (Spark)", "one run"))
+for (name, a), (_, b) in rows:
+    print("%-*s  %20s  %20s%s" % (width, name, a, b, "" if a == b else "  <- differs"))
+EOF
 
 say "check"
 status=0
