@@ -46,7 +46,7 @@ use crate::config::{AnalyzeConfig, GateConfig, OutputTarget, ShowConfig};
 use crate::diagnostics::BadInputPolicy;
 use crate::gate::condition::{Condition, Origin};
 use crate::ingest::spans::mapping::SpanMapping;
-use crate::ingest::{InputConfig, InputFormat, InputPath};
+use crate::ingest::{split_pair, InputConfig, InputFormat, InputPath, KeyMapping, TimeUnit};
 use crate::report::{OutputFormat, Style};
 use crate::rules::{HopOrder, Rules};
 
@@ -392,6 +392,11 @@ fn replay(args: cli::ReplayArgs) -> Result<i32> {
 }
 
 fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
+    if args.analyze.partition.is_some() {
+        anyhow::bail!(
+            "replay does not take --partition: a candidate's retry budget spans operations, so a replay reads every operation (--partition is for analyze)"
+        );
+    }
     let hops = hops_for(&args.analyze)?;
     let changes = change_conditions(&mut args.analyze.fail_on, &hops)?;
     let (candidate_path, seed) = (args.candidate.clone(), args.seed);
@@ -562,6 +567,7 @@ fn diff_run(args: cli::DiffArgs) -> Result<i32> {
         allow_empty: args.allow_empty,
         junit: args.junit,
         top: args.top,
+        partition: None,
         style: args.style,
     };
     let hops = hops_for(&analyze_args)?;
@@ -711,6 +717,7 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
             );
         }
     }
+    let mapping = key_mapping(&args, rules, policy)?;
     spans.operation_attribute = args.operation_attribute;
     if let Some(run) = args.run_attribute {
         spans.run_attribute = run;
@@ -735,7 +742,69 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         progress: ingest::progress::wanted(),
         max_line_bytes: args.max_line_bytes,
         spans,
+        mapping,
+        // `analyze --partition` sets it; every other command reads every operation.
+        partition: None,
     })
+}
+
+/// The input's key mapping: the policy's, then the flags'; `None` when there is none, so
+/// that lines take the plain path.
+fn key_mapping(
+    args: &cli::InputOptions,
+    rules: &Rules,
+    policy: &policy::Policy,
+) -> Result<Option<KeyMapping>> {
+    let mut mapping = KeyMapping::default();
+    mapping
+        .add_fields("policy [fields]", policy.fields.clone())
+        .map_err(anyhow::Error::msg)?;
+    let fields = args
+        .fields
+        .iter()
+        .map(|spec| {
+            split_pair(
+                "--field",
+                spec,
+                "OUR=THEIRS, e.g. --field operation_id=request_id",
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    mapping
+        .add_fields("--field", fields)
+        .map_err(anyhow::Error::msg)?;
+    mapping
+        .add_hop_values(
+            "policy [hop_values]",
+            policy.hop_values.clone(),
+            &rules.hops,
+        )
+        .map_err(anyhow::Error::msg)?;
+    let hop_values = args
+        .hop_values
+        .iter()
+        .map(|spec| {
+            spec.rsplit_once('=')
+                .map(|(value, hop)| (value.to_string(), hop.to_string()))
+                .with_context(|| {
+                    format!("--hop-value {spec:?}: expected VALUE=HOP, e.g. --hop-value checkout-api=caller")
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    mapping
+        .add_hop_values("--hop-value", hop_values, &rules.hops)
+        .map_err(anyhow::Error::msg)?;
+    mapping.attempt_base = args.attempt_base.or(policy.attempt_base).unwrap_or(1);
+    if let Some(unit) = args.time_unit.as_deref().or(policy.time_unit.as_deref()) {
+        mapping.time_unit = TimeUnit::parse(unit).with_context(|| {
+            format!(
+                "--time-unit {unit:?}: use one of {}, e.g. --time-unit s for epoch seconds",
+                TimeUnit::all_names()
+            )
+        })?;
+    }
+    Ok((!mapping.is_plain()).then_some(mapping))
 }
 
 /// Parquet is binary: it goes to a file, or to stdout only when asked for with `-o -` and
@@ -854,10 +923,12 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         );
     }
     let style = style(&args.style, &output);
+    let mut input = input_config(args.input, &rules, &policy)?;
+    input.partition = args.partition;
     Ok(AnalyzeConfig {
         stderr_color: color_for(args.style.color, std::io::stderr().is_terminal()),
         style,
-        input: input_config(args.input, &rules, &policy)?,
+        input,
         format: match args.format {
             FormatArg::Table => OutputFormat::Table,
             FormatArg::Json => OutputFormat::Json,
@@ -899,6 +970,7 @@ fn show_config(mut args: ShowArgs) -> Result<ShowConfig> {
         allow_empty: false,
         junit: None,
         top: 0,
+        partition: None,
         style: args.style,
     })?;
     Ok(ShowConfig {

@@ -5,13 +5,15 @@
 //!
 //! Which inputs there are and how they are opened (directories, glob patterns, gzip, zstd,
 //! Parquet) is [`source`]'s business; Parquet rows are read by [`parquet`]; the progress
-//! line on stderr is [`progress`].
+//! line on stderr is [`progress`]; logs with their own key names are read through
+//! [`mapping`].
 
 mod document;
 mod fields;
 mod jaeger;
 mod jsonl;
 mod logfmt;
+mod mapping;
 mod otlp;
 mod parquet;
 pub mod progress;
@@ -29,9 +31,10 @@ use anyhow::{Context, Result};
 use rayon::prelude::*;
 
 use crate::diagnostics::{BadInputPolicy, Diagnostics};
-use crate::model::{Event, EventFields, Interner, OperationKey, SourceRef, Sym};
+use crate::model::{Event, EventFields, Interner, Millis, OperationKey, Partition, SourceRef, Sym};
 use crate::rules::HopOrder;
 pub use fields::CheckedLine;
+pub use mapping::{split_pair, KeyMapping, TimeUnit};
 use progress::Progress;
 use source::Content;
 use spans::mapping::SpanMapping;
@@ -84,6 +87,12 @@ pub struct InputConfig {
     pub max_line_bytes: Option<u64>,
     /// How OTLP and Zipkin spans become attempts.
     pub spans: SpanMapping,
+    /// How to read JSON Lines, logfmt and Parquet input that names our keys its own way;
+    /// `None`: our keys as they are, on the plain (fast) path.
+    pub mapping: Option<KeyMapping>,
+    /// `--partition K/N`: keep only the operations of partition K (every line is still
+    /// read, and its key parsed); `None`: keep every operation.
+    pub partition: Option<Partition>,
 }
 
 /// Everything read from the inputs: what the analysis receives.
@@ -101,6 +110,11 @@ pub struct Ingested {
     pub diagnostics: Diagnostics,
     /// What became of the spans, when an input was OTLP or Zipkin.
     pub span_stats: Option<SpanStats>,
+    /// Under `--partition K/N`: the latest time of the events other partitions own (0 when
+    /// there are none). With it the trace end, where unfinished attempts are still active,
+    /// is the one of the whole input, as in a run that keeps every operation. `None`:
+    /// every event read was kept.
+    pub latest_elsewhere_ms: Option<Millis>,
 }
 
 impl Ingested {
@@ -223,6 +237,7 @@ impl<'c> Reader<'c> {
                 lines_read: 0,
                 diagnostics: Diagnostics::new(config.bad_input),
                 span_stats: None,
+                latest_elsewhere_ms: config.partition.map(|_| 0.0),
             },
             op_index: HashMap::default(),
             spans: Vec::new(),
@@ -245,16 +260,52 @@ impl<'c> Reader<'c> {
         if self.out.span_stats.is_some() {
             self.push_spans()?;
         }
+        if !self.reports_input() {
+            self.out.lines_read = 0;
+        }
         Ok(self.out)
+    }
+
+    /// Whether this run reports the input's own facts, lines read and bad lines: every run
+    /// but those of a partition other than 0 (see [`Partition::reports_input`]).
+    fn reports_input(&self) -> bool {
+        self.config.partition.is_none_or(Partition::reports_input)
     }
 
     /// Records a bad line of `file`; under `--strict` it stops the run.
     pub fn bad_line(&mut self, file: File, line: u64, message: String) -> Result<()> {
+        if !self.reports_input() {
+            return Ok(());
+        }
         self.out.diagnostics.bad_line(file.name, line, message)
     }
 
-    /// Keeps a validated line as an event.
+    /// Records a bad line with the column where it goes wrong, when known.
+    fn bad_position(
+        &mut self,
+        file: File,
+        line: u64,
+        column: Option<u64>,
+        message: String,
+    ) -> Result<()> {
+        if !self.reports_input() {
+            return Ok(());
+        }
+        self.out
+            .diagnostics
+            .bad_position(file.name, line, column, message)
+    }
+
+    /// Keeps a validated line as an event, when its operation is this run's partition's
+    /// (`--partition K/N`): the line is dropped before anything of it is stored.
     pub fn push(&mut self, source: SourceRef, line: CheckedLine) {
+        if let Some(partition) = self.config.partition {
+            if !partition.owns(line.test_run_id.as_deref(), &line.operation_id) {
+                let latest = self.out.latest_elsewhere_ms.get_or_insert(0.0);
+                *latest = latest.max(line.timing.latest_ms());
+                return;
+            }
+        }
         let out = &mut self.out;
         let run = line.test_run_id.as_deref().map(|r| out.strings.intern(r));
         let id = out.strings.intern(&line.operation_id);
@@ -309,7 +360,13 @@ impl<'c> Reader<'c> {
                 if buf.starts_with(BOM) {
                     buf.drain(..BOM.len());
                 }
-                match layout(&buf, eof, self.config.format) {
+                // A mapped log is attempt events whatever its keys look like (`trace`,
+                // `traceId` and `id` are common log keys): it is never taken for spans.
+                let layout = match (&self.config.mapping, self.config.format) {
+                    (Some(_), InputFormat::Auto) => Layout::Lines(None),
+                    _ => layout(&buf, eof, self.config.format),
+                };
+                match layout {
                     Layout::Documents(kind) => {
                         let stream = std::io::Cursor::new(std::mem::take(&mut buf)).chain(lines);
                         return self.read_documents(stream, file, kind, progress);
@@ -366,7 +423,10 @@ impl<'c> Reader<'c> {
             };
             // The format is decided by the first non-blank line, however far in it is.
             if format.is_none() && !is_blank(&buf[..end]) {
-                format = Some(detect_format(&buf[..end]));
+                format = Some(match self.config.mapping {
+                    Some(_) => detect_event_format(&buf[..end]),
+                    None => detect_format(&buf[..end]),
+                });
             }
             match format {
                 None => next_line += memchr::memchr_iter(b'\n', &buf[..end]).count() as u64,
@@ -462,17 +522,29 @@ impl<'c> Reader<'c> {
 
     /// JSON Lines or logfmt: one event per line.
     fn event_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
-        let hops = self.hops;
+        let (hops, mapping) = (self.hops, self.config.mapping.as_ref());
         self.chunk_lines(
             file,
             chunk,
             "not valid UTF-8: attempt events must be UTF-8 text",
-            |text, _, unterminated| {
-                let fields = match format {
-                    InputFormat::Logfmt => logfmt::parse(text),
-                    _ => jsonl::parse(text, unterminated),
-                };
-                fields.and_then(|f| f.check(hops))
+            |text, _, unterminated| match mapping {
+                None => {
+                    let fields = match format {
+                        InputFormat::Logfmt => logfmt::parse(text),
+                        _ => jsonl::parse(text, unterminated),
+                    };
+                    fields.and_then(|f| f.check(hops))
+                }
+                // A mapped line is read whole and navigated: never the fast path.
+                Some(mapping) => {
+                    let object = match format {
+                        InputFormat::Logfmt => logfmt::parse_object(text),
+                        _ => jsonl::parse_object(text, unterminated),
+                    };
+                    object
+                        .and_then(|o| mapping.read_object(&o))
+                        .and_then(|row| mapping.check(row, hops))
+                }
             },
             |reader, source, checked| {
                 reader.push(source, checked);
@@ -567,10 +639,7 @@ impl<'c> Reader<'c> {
                 line,
                 column,
                 message,
-            } => self
-                .out
-                .diagnostics
-                .bad_position(file.name, line, column, message),
+            } => self.bad_position(file, line, column, message),
         })?;
         self.out.lines_read += lines;
         Ok(())
@@ -580,9 +649,11 @@ impl<'c> Reader<'c> {
     /// [`spans::resolve::resolve`]) and adds the attempts as events.
     fn push_spans(&mut self) -> Result<()> {
         let resolved = spans::resolve::resolve(std::mem::take(&mut self.spans), &self.config.spans);
-        self.out
-            .diagnostics
-            .bad_sources(&self.out.files, resolved.problems)?;
+        if self.reports_input() {
+            self.out
+                .diagnostics
+                .bad_sources(&self.out.files, resolved.problems)?;
+        }
         let unreadable = self.out.span_stats.as_ref().map_or(0, |s| s.spans);
         let mut stats = resolved.stats;
         stats.spans += unreadable;
@@ -711,6 +782,15 @@ fn detect_format(bytes: &[u8]) -> InputFormat {
     }
 }
 
+/// JSON Lines when the first non-blank line starts with `{`, logfmt otherwise: the formats a
+/// key mapping reads.
+fn detect_event_format(bytes: &[u8]) -> InputFormat {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => InputFormat::Jsonl,
+        _ => InputFormat::Logfmt,
+    }
+}
+
 /// OTLP, Zipkin or Jaeger when the first object looks like one (see [`detect_format`]).
 fn spans_format(line: &[u8]) -> Option<InputFormat> {
     use serde::de::IgnoredAny;
@@ -754,6 +834,8 @@ mod tests {
             progress: false,
             max_line_bytes: None,
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
+            mapping: None,
+            partition: None,
         }
     }
 

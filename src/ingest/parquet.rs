@@ -1,11 +1,12 @@
 //! Parquet input: one attempt event per row, read with polars.
 //!
 //! Columns carry the JSON Lines key names (snake_case, or the camelCase spellings JSON
-//! Lines accepts; see [`FIELDS`]); every column is optional except `operation_id`, and
-//! other columns are ignored. A cell may be a string,
+//! Lines accepts; see [`super::fields::FIELDS`]), or the names a key mapping gives (see
+//! [`super::mapping`]; a nested path is the column of its dotted name); every column is
+//! optional except `operation_id`, and other columns are ignored. A cell may be a string,
 //! an integer, a float or a boolean, and a null cell is a missing key. Each row becomes the
-//! same [`RawFields`] a JSON Lines line becomes and goes through the same
-//! [`RawFields::check`], so a row is accepted, rejected and reported (`path:row: message`,
+//! same `RawFields` a JSON Lines line becomes and goes through the same
+//! `RawFields::check`, so a row is accepted, rejected and reported (`path:row: message`,
 //! rows counted from 1) exactly as the equivalent line would be:
 //!
 //! ```text
@@ -36,7 +37,8 @@ use std::thread::JoinHandle;
 
 use anyhow::{bail, Context, Result};
 
-use super::fields::{RawFields, Slot, FIELDS};
+use super::fields::Scalar;
+use super::mapping::{Column as Dest, KeyMapping, Row};
 use super::progress::{ByteCounter, Progress};
 use super::source::{Input, ParquetData};
 use super::{File, Reader};
@@ -62,28 +64,6 @@ pub fn corrupt(why: &str) -> String {
     )
 }
 
-/// A column of the file that is read: its name, the key it holds, where the value goes.
-#[derive(Clone, Copy)]
-struct Wanted {
-    column: &'static str,
-    key: &'static str,
-    slot: Slot,
-}
-
-/// Every column name read, whichever the file holds: each spelling of each key.
-fn candidates() -> Vec<Wanted> {
-    FIELDS
-        .iter()
-        .flat_map(|field| {
-            field.spellings.iter().map(move |&column| Wanted {
-                column,
-                key: field.name(),
-                slot: field.slot,
-            })
-        })
-        .collect()
-}
-
 /// Reads one Parquet input, the `file`th.
 pub(super) fn read(
     data: ParquetData,
@@ -92,10 +72,30 @@ pub(super) fn read(
     reader: &mut Reader,
     progress: &mut Progress,
 ) -> Result<()> {
-    let candidates = candidates();
-    let worker = Worker::spawn(data, &candidates)?;
-    let read = reading(input, file, progress).run(&worker.frames, &candidates, progress, reader);
+    let worker = Worker::spawn(data, &column_names(&reader.config.mapping))?;
+    let read = reading(input, file, progress).run(&worker.frames, progress, reader);
     worker.finish(read)
+}
+
+/// The key mapping in force: the one given, or our keys under their own spellings.
+fn mapping_of(given: &Option<KeyMapping>) -> std::borrow::Cow<'_, KeyMapping> {
+    match given {
+        Some(mapping) => std::borrow::Cow::Borrowed(mapping),
+        None => std::borrow::Cow::Owned(KeyMapping::default()),
+    }
+}
+
+/// Every column name read, whichever the file holds: the columns named by our keys'
+/// spellings, or as the key mapping says; each once.
+fn column_names(mapping: &Option<KeyMapping>) -> Vec<String> {
+    let mut names: Vec<String> = mapping_of(mapping)
+        .columns()
+        .into_iter()
+        .map(|(column, _)| column)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 fn reading<'c>(input: &'c Input, file: u32, progress: &Progress) -> Reading<'c> {
@@ -121,11 +121,11 @@ struct Worker {
 }
 
 impl Worker {
-    fn spawn(data: ParquetData, candidates: &[Wanted]) -> Result<Worker> {
+    fn spawn(data: ParquetData, columns: &[String]) -> Result<Worker> {
         let mut command = Command::new(own_binary()?);
         command.arg(WORKER_COMMAND);
-        for wanted in candidates {
-            command.arg("--column").arg(wanted.column);
+        for column in columns {
+            command.arg("--column").arg(column);
         }
         let bytes = match data {
             // The worker reads the file itself, by seeking, from its stdin.
@@ -234,6 +234,14 @@ fn stopped(status: ExitStatus, stderr: &[u8]) -> String {
     }
 }
 
+/// What the `H` frame said: the rows in the file, the cells in each row, and the key
+/// each cell fills (by its index in the row; a column may fill several keys).
+struct Header {
+    rows: u64,
+    width: usize,
+    present: Vec<(usize, Dest)>,
+}
+
 struct Reading<'c> {
     size: Option<u64>,
     counter: ByteCounter,
@@ -246,45 +254,52 @@ impl Reading<'_> {
     fn run(
         &self,
         frames: impl IntoIterator<Item = Frame>,
-        candidates: &[Wanted],
         progress: &mut Progress,
         out: &mut Reader,
     ) -> Result<bool> {
-        let mut header: Option<(u64, Vec<Wanted>)> = None;
+        let config = out.config;
+        let mapping = mapping_of(&config.mapping);
+        let mut header: Option<Header> = None;
         let mut done_rows: u64 = 0;
         let mut bytes_counted = 0;
         for (kind, payload) in frames {
             match kind {
                 Kind::Header => {
                     let (rows, names) = wire::read_header(&payload)?;
-                    let present: Vec<Wanted> = names
-                        .iter()
-                        .map(|name| {
-                            candidates
-                                .iter()
-                                .find(|w| w.column == *name)
-                                .copied()
-                                .with_context(|| {
-                                    format!(
-                                        "the Parquet reader sent a column not asked for: {name}"
-                                    )
-                                })
+                    // Each key's column, as the index of its cell in a row.
+                    let present: Vec<(usize, Dest)> = mapping
+                        .columns()
+                        .into_iter()
+                        .filter_map(|(column, dest)| {
+                            let at = names.iter().position(|name| *name == column)?;
+                            Some((at, dest))
                         })
-                        .collect::<Result<_>>()?;
-                    if !present.iter().any(|wanted| wanted.key == "operation_id") {
-                        bail!("the Parquet file has no operation_id column: name its columns as the JSON Lines keys (operation_id, test_run_id, hop, attempt, start_ms, finish_ms, outcome, …; see docs/input.md)");
+                        .collect();
+                    if !present
+                        .iter()
+                        .any(|&(_, dest)| mapping.key_of(dest) == "operation_id")
+                    {
+                        match mapping.source_of("operation_id") {
+                            Some(source) => bail!("the Parquet file has no column for operation_id, which {source}: name the column there (a nested key is the column of that dotted name)"),
+                            None => bail!("the Parquet file has no operation_id column: name its columns as the JSON Lines keys (operation_id, test_run_id, hop, attempt, start_ms, finish_ms, outcome, …; see docs/input.md), or map yours with --field operation_id=COLUMN"),
+                        }
                     }
-                    header = Some((rows, present));
+                    header = Some(Header {
+                        rows,
+                        width: names.len(),
+                        present,
+                    });
                 }
                 Kind::Rows => {
-                    let (rows, present) = header
+                    let header = header
                         .as_ref()
                         .context("the Parquet reader sent rows before the columns")?;
-                    done_rows = self.rows(&payload, present, done_rows, out)?;
+                    done_rows = self.rows(&payload, header, done_rows, out)?;
                     if let Some(size) = self.size {
                         // Bytes are not read in order; count the share of rows done instead.
-                        let done = (size as u128 * u128::from(done_rows.min(*rows))
-                            / u128::from((*rows).max(1))) as u64;
+                        let rows = header.rows;
+                        let done = (size as u128 * u128::from(done_rows.min(rows))
+                            / u128::from(rows.max(1))) as u64;
                         self.counter.add(done - bytes_counted);
                         bytes_counted = done;
                     }
@@ -299,36 +314,37 @@ impl Reading<'_> {
 
     /// Validates and keeps the rows of one `R` frame; `before` rows were read before it.
     /// Returns the rows read so far.
-    fn rows(
-        &self,
-        payload: &[u8],
-        present: &[Wanted],
-        before: u64,
-        out: &mut Reader,
-    ) -> Result<u64> {
+    fn rows(&self, payload: &[u8], header: &Header, before: u64, out: &mut Reader) -> Result<u64> {
+        let config = out.config;
+        let mapping = config.mapping.as_ref();
         let mut cells = wire::Cursor::new(payload);
         let count = cells.u32()?;
+        let mut row_cells: Vec<Option<Scalar>> = Vec::with_capacity(header.width);
         for i in 0..u64::from(count) {
-            let mut fields = RawFields::default();
+            row_cells.clear();
+            for _ in 0..header.width {
+                row_cells.push(cells.cell()?);
+            }
+            let mut row = match mapping {
+                Some(mapping) => mapping.row(),
+                None => Row::plain(),
+            };
             let mut duplicate = None;
-            for wanted in present {
-                let Some(value) = cells.cell()? else {
+            for &(at, dest) in &header.present {
+                let Some(value) = row_cells[at].clone() else {
                     continue;
                 };
-                let slot = (wanted.slot)(&mut fields);
-                if slot.is_some() {
-                    duplicate.get_or_insert(wanted.key);
+                if let Err(message) = row.set(dest, value) {
+                    duplicate.get_or_insert(message);
                 }
-                *slot = Some(value);
             }
             let line = before + i + 1;
             out.out.lines_read += 1;
-            let checked = match duplicate {
+            let checked = match (duplicate, mapping) {
                 // As JSON Lines says of two spellings of one key on a line.
-                Some(key) => Err(format!(
-                    "duplicate field `{key}`: two of its spellings hold a value in this row"
-                )),
-                None => fields.check(out.hops),
+                (Some(message), _) => Err(message),
+                (None, Some(mapping)) => mapping.check(row, out.hops),
+                (None, None) => row.fields.check(out.hops),
             };
             match checked {
                 Ok(checked) => {
@@ -368,6 +384,8 @@ mod tests {
             progress: false,
             max_line_bytes: None,
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
+            mapping: None,
+            partition: None,
         }
     }
 
@@ -381,10 +399,8 @@ mod tests {
     /// frames in memory (tests/hostile.rs runs the worker as a process).
     fn ingest(frame: DataFrame, policy: BadInputPolicy) -> Result<Ingested> {
         let mut bytes = Cursor::new(parquet_bytes(frame));
-        let candidates = candidates();
-        let names: Vec<String> = candidates.iter().map(|w| w.column.to_string()).collect();
         let mut stream = Vec::new();
-        worker::stream(&mut bytes, &names, &mut stream)?;
+        worker::stream(&mut bytes, &column_names(&None), &mut stream)?;
         let mut frames = Vec::new();
         let mut input = stream.as_slice();
         let mut payload = Vec::new();
@@ -396,12 +412,7 @@ mod tests {
         let file = reader.add_file("mem.parquet");
         let input = Input::named("mem.parquet");
         let mut progress = Progress::hidden();
-        let complete = reading(&input, file, &progress).run(
-            frames,
-            &candidates,
-            &mut progress,
-            &mut reader,
-        )?;
+        let complete = reading(&input, file, &progress).run(frames, &mut progress, &mut reader)?;
         assert!(complete, "the frames end with D");
         reader.finish()
     }
