@@ -522,21 +522,34 @@ impl<'c> Reader<'c> {
 
     /// JSON Lines or logfmt: one event per line.
     fn event_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
-        let (hops, mapping) = (self.hops, self.config.mapping.as_ref());
-        self.chunk_lines(
-            file,
-            chunk,
-            "not valid UTF-8: attempt events must be UTF-8 text",
-            |text, _, unterminated| match mapping {
-                None => {
+        const NOT_UTF8: &str = "not valid UTF-8: attempt events must be UTF-8 text";
+        let (hops, config) = (self.hops, self.config);
+        let keep = |reader: &mut Self, source, checked| {
+            reader.push(source, checked);
+            Vec::new()
+        };
+        // Two loops, not a test per line: the plain one is the fast path as it was, with
+        // nothing of the mapping in it (BENCHMARKS.md, "Key mapping").
+        match &config.mapping {
+            None => self.chunk_lines(
+                file,
+                chunk,
+                NOT_UTF8,
+                |text, _, unterminated| {
                     let fields = match format {
                         InputFormat::Logfmt => logfmt::parse(text),
                         _ => jsonl::parse(text, unterminated),
                     };
                     fields.and_then(|f| f.check(hops))
-                }
-                // A mapped line is read whole and navigated: never the fast path.
-                Some(mapping) => {
+                },
+                keep,
+            ),
+            // A mapped line is read whole and navigated: never the fast path.
+            Some(mapping) => self.chunk_lines(
+                file,
+                chunk,
+                NOT_UTF8,
+                |text, _, unterminated| {
                     let object = match format {
                         InputFormat::Logfmt => logfmt::parse_object(text),
                         _ => jsonl::parse_object(text, unterminated),
@@ -544,13 +557,10 @@ impl<'c> Reader<'c> {
                     object
                         .and_then(|o| mapping.read_object(&o))
                         .and_then(|row| mapping.check(row, hops))
-                }
-            },
-            |reader, source, checked| {
-                reader.push(source, checked);
-                Vec::new()
-            },
-        )
+                },
+                keep,
+            ),
+        }
     }
 
     /// OTLP or Zipkin: the spans of each line are kept for [`Reader::push_spans`], as the
