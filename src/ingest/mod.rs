@@ -21,6 +21,8 @@ pub mod source;
 pub mod spans;
 mod zipkin;
 
+pub use parquet::{worker::main as run_parquet_worker, WORKER_COMMAND as PARQUET_WORKER_COMMAND};
+
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::PathBuf;
@@ -144,36 +146,12 @@ pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
         let file = reader.add_file(name);
         match content {
             Content::Lines(lines) => reader.read_lines(lines, file, &mut progress),
-            Content::Parquet(data) => {
-                guarded(|| parquet::read(data, input, file, &mut reader, &mut progress))
-            }
+            Content::Parquet(data) => parquet::read(data, input, file, &mut reader, &mut progress),
         }
         .with_context(|| format!("could not read '{name}'"))?;
     }
     progress.finish();
     reader.finish()
-}
-
-/// Runs the Parquet reader, turning a panic inside it into an error. polars panics on some
-/// corrupt files (a bad footer, a truncated page, a wrong thrift value) instead of
-/// returning an error, and has no API that promises not to; a corrupt input file must be
-/// an input error (exit 2) that names the file, not a crash.
-fn guarded(read: impl FnOnce() -> Result<()>) -> Result<()> {
-    let _quiet = crate::panics::Quiet::new();
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)) {
-        Ok(result) => result,
-        Err(payload) => {
-            let why = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "the reader failed".to_string());
-            anyhow::bail!(
-                "not a readable Parquet file: it is corrupt or truncated ({}); write it again, or convert it to JSON Lines",
-                crate::escape::terminal(why.lines().next().unwrap_or(""))
-            )
-        }
-    }
 }
 
 /// The shortest event line worth reserving for: `{"operation_id":"a","start_ms":1}` and
@@ -1041,26 +1019,6 @@ mod tests {
             let keep = crate::analysis::Keep::Worst(3);
             crate::partial::analyze(ingested, &rules, &keep)
                 .expect("the analysis of what was read");
-        });
-    }
-
-    /// Fuzz target (see `crate::fuzz`): a corrupt Parquet file is an error, never a panic
-    /// out of the reader's boundary.
-    #[test]
-    fn fuzz_parquet() {
-        let (config, hops) = (config(BadInputPolicy::Report), HopOrder::default());
-        crate::fuzz::run("parquet", |bytes| {
-            let mut reader = Reader::new(&config, &hops);
-            let file = reader.add_file("fuzz.parquet");
-            let _ = guarded(|| {
-                parquet::read(
-                    source::ParquetData::Memory(std::io::Cursor::new(bytes.to_vec())),
-                    &source::Input::named("fuzz.parquet"),
-                    file,
-                    &mut reader,
-                    &mut Progress::hidden(),
-                )
-            });
         });
     }
 }
