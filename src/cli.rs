@@ -168,6 +168,14 @@ pub struct InputOptions {
     #[arg(long, value_name = "UNIT")]
     pub time_unit: Option<String>,
 
+    /// Read a tool's JSON log as the tool writes it: envoy (a JSON access log with the
+    /// attempt count), istio (the default JSON access log), k6 (k6 run --out json=FILE).
+    /// Repeatable: each reaches only the files it recognises by their first line, so
+    /// '--preset k6 --preset envoy k6.json envoy.log app.jsonl' joins a load test with the
+    /// gateway's and the services' logs. See docs/input.md for what each reads.
+    #[arg(long, value_enum, value_name = "TOOL")]
+    pub preset: Vec<crate::ingest::Preset>,
+
     /// Stop at the first bad input line instead of reporting it and going on.
     #[arg(long, conflicts_with = "skip_invalid")]
     pub strict: bool,
@@ -445,6 +453,17 @@ pub struct ShowArgs {
 
     #[command(flatten)]
     pub style: StyleArgs,
+}
+
+/// `--preset` takes the presets' own names, each with what it reads as its help.
+impl ValueEnum for crate::ingest::Preset {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()).help(self.reads()))
+    }
 }
 
 #[cfg(test)]

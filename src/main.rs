@@ -46,7 +46,9 @@ use crate::config::{AnalyzeConfig, GateConfig, OutputTarget, ShowConfig};
 use crate::diagnostics::BadInputPolicy;
 use crate::gate::condition::{Condition, Origin};
 use crate::ingest::spans::mapping::SpanMapping;
-use crate::ingest::{split_pair, InputConfig, InputFormat, InputPath, KeyMapping, TimeUnit};
+use crate::ingest::{
+    split_pair, InputConfig, InputFormat, InputPath, KeyMapping, Preset, TimeUnit,
+};
 use crate::report::{OutputFormat, Style};
 use crate::rules::{HopOrder, Rules};
 
@@ -711,6 +713,7 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         }
     }
     let mapping = key_mapping(&args, rules, policy)?;
+    let presets = presets(&args.preset)?;
     spans.operation_attribute = args.operation_attribute;
     if let Some(run) = args.run_attribute {
         spans.run_attribute = run;
@@ -736,7 +739,25 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         max_line_bytes: args.max_line_bytes,
         spans,
         mapping,
+        presets,
     })
+}
+
+/// The `--preset`s, each once. Envoy's and Istio's logs look alike (both are access logs), so
+/// one run reads access logs with one of them.
+fn presets(given: &[Preset]) -> Result<Vec<Preset>> {
+    let mut presets: Vec<Preset> = Vec::new();
+    for &p in given {
+        if !presets.contains(&p) {
+            presets.push(p);
+        }
+    }
+    if presets.contains(&Preset::Envoy) && presets.contains(&Preset::Istio) {
+        anyhow::bail!(
+            "--preset envoy and --preset istio both read access logs and cannot tell them apart: give one (istio reads each inbound line as one attempt; envoy reads the attempt count of each line)"
+        );
+    }
+    Ok(presets)
 }
 
 /// The input's key mapping: the policy's, then the flags'; `None` when there is none, so

@@ -229,6 +229,7 @@ pub struct Event {
     pub kind: EventKind,
     pub effect: bool,
     pub hidden: bool,
+    pub untimed: bool,
 }
 
 // The 72 bytes the docs and the memory budget count on (docs/architecture.md, "Memory"): a
@@ -249,6 +250,7 @@ pub struct EventFields {
     pub outcome: Option<Outcome>,
     pub effect: bool,
     pub hidden: bool,
+    pub untimed: bool,
 }
 
 fn sym_in(s: Option<Sym>) -> u32 {
@@ -296,6 +298,7 @@ impl Event {
             kind,
             effect: f.effect,
             hidden: f.hidden,
+            untimed: f.untimed,
         }
     }
 
@@ -338,6 +341,7 @@ impl Event {
             outcome: self.outcome,
             effect: self.effect,
             hidden: self.hidden,
+            untimed: self.untimed,
         }
     }
 
@@ -357,7 +361,7 @@ impl Event {
         [u32; 6],
         [u32; 2],
         Option<Outcome>,
-        [bool; 2],
+        [bool; 3],
     ) {
         (
             self.op,
@@ -376,7 +380,7 @@ impl Event {
             ],
             [self.delay_ms.to_bits(), self.retry_after_ms.to_bits()],
             self.outcome,
-            [self.effect, self.hidden],
+            [self.effect, self.hidden, self.untimed],
         )
     }
 
@@ -411,11 +415,19 @@ pub struct Attempt {
     /// Sent by a layer inside the client that records no attempt of its own (an SDK's
     /// resend inside one client span), known only from the receiving side.
     pub hidden: bool,
+    /// Its own times were not logged: `start_ms` and `finish_ms` are the bounds of the
+    /// request it was one of several attempts at (an access-log line with an attempt count,
+    /// docs/input.md). Rules that read an attempt's own times pass it by.
+    pub untimed: bool,
 }
 
 impl Attempt {
+    /// How long it took; `None` while in flight, and for an untimed attempt, whose times
+    /// are its request's.
     pub fn duration_ms(&self) -> Option<Millis> {
-        self.finish_ms.map(|f| f - self.start_ms)
+        self.finish_ms
+            .filter(|_| !self.untimed)
+            .map(|f| f - self.start_ms)
     }
 
     /// The end used for interval rules: an unfinished attempt is active until the trace ends.

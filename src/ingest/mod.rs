@@ -16,6 +16,7 @@ mod logfmt;
 mod mapping;
 mod otlp;
 mod parquet;
+mod preset;
 pub mod progress;
 mod source;
 pub mod spans;
@@ -33,6 +34,7 @@ use crate::model::{Event, EventFields, Interner, OperationKey, SourceRef, Sym};
 use crate::rules::HopOrder;
 pub use fields::CheckedLine;
 pub use mapping::{split_pair, KeyMapping, TimeUnit};
+pub use preset::Preset;
 use progress::Progress;
 use source::Content;
 use spans::mapping::SpanMapping;
@@ -88,6 +90,9 @@ pub struct InputConfig {
     /// How to read JSON Lines, logfmt and Parquet input that names our keys its own way;
     /// `None`: our keys as they are, on the plain (fast) path.
     pub mapping: Option<KeyMapping>,
+    /// `--preset`: tools whose logs are read as they write them, each reaching only the
+    /// JSON Lines files it recognises ([`Preset::matches`]).
+    pub presets: Vec<Preset>,
 }
 
 /// Everything read from the inputs: what the analysis receives.
@@ -143,6 +148,14 @@ pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
         .with_context(|| format!("could not read '{name}'"))?;
     }
     progress.finish();
+    for (file, preset, lines) in std::mem::take(&mut reader.passed) {
+        let why = preset.passes().unwrap_or("not attempts");
+        let lines = crate::words::counted(lines, "line", "lines");
+        eprintln!(
+            "attempt-funnel: {}: {lines} passed by, not attempts (--preset {preset}: {why})",
+            reader.out.files[file as usize]
+        );
+    }
     reader.finish()
 }
 
@@ -236,6 +249,10 @@ pub(super) struct Reader<'c> {
     op_index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
     /// Spans read so far; they become events once every input has been read.
     spans: Vec<MappedSpan>,
+    /// Each preset with its key mapping, built once.
+    presets: Vec<(Preset, KeyMapping)>,
+    /// Per file read with a preset: the lines it passed by as not attempts.
+    passed: Vec<(u32, Preset, u64)>,
 }
 
 impl<'c> Reader<'c> {
@@ -254,6 +271,15 @@ impl<'c> Reader<'c> {
             },
             op_index: HashMap::default(),
             spans: Vec::new(),
+            presets: config
+                .presets
+                .iter()
+                .map(|&p| {
+                    let mapping = p.mapping().expect("the presets' mappings are tested");
+                    (p, mapping)
+                })
+                .collect(),
+            passed: Vec::new(),
         }
     }
 
@@ -304,6 +330,7 @@ impl<'c> Reader<'c> {
             outcome: line.outcome,
             effect: line.effect,
             hidden: line.hidden,
+            untimed: line.untimed,
         };
         let event = Event::new(source, op, line.hop, line.timing, fields);
         out.events.push(event);
@@ -326,6 +353,7 @@ impl<'c> Reader<'c> {
         let mut next_line: u64 = 1;
         let mut first_read = true;
         let mut long: Option<LongLine> = None;
+        let mut preset: Option<usize> = None;
         loop {
             let had = buf.len();
             (&mut lines)
@@ -337,9 +365,18 @@ impl<'c> Reader<'c> {
                 if buf.starts_with(BOM) {
                     buf.drain(..BOM.len());
                 }
+                // A tool's log of JSON Lines is read by its preset, whatever keys it has.
+                if matches!(self.config.format, InputFormat::Auto | InputFormat::Jsonl) {
+                    let line = first_line(&buf);
+                    preset = self.presets.iter().position(|(p, _)| p.matches(line));
+                    if preset.is_some() {
+                        format = Some(InputFormat::Jsonl);
+                    }
+                }
                 // A mapped log is attempt events whatever its keys look like (`trace`,
                 // `traceId` and `id` are common log keys): it is never taken for spans.
                 let layout = match (&self.config.mapping, self.config.format) {
+                    _ if preset.is_some() => Layout::Lines(Some(InputFormat::Jsonl)),
                     (Some(_), InputFormat::Auto) => Layout::Lines(None),
                     _ => layout(&buf, eof, self.config.format),
                 };
@@ -420,7 +457,10 @@ impl<'c> Reader<'c> {
                         InputFormat::Otlp | InputFormat::Zipkin => {
                             self.span_chunk(file, format, &chunk)?
                         }
-                        _ => self.event_chunk(file, format, &chunk)?,
+                        _ => match preset {
+                            Some(p) => self.preset_chunk(file, p, &chunk)?,
+                            None => self.event_chunk(file, format, &chunk)?,
+                        },
                     };
                 }
             }
@@ -528,6 +568,44 @@ impl<'c> Reader<'c> {
                 Vec::new()
             },
         )
+    }
+
+    /// A tool's JSON Lines log, read by the preset at `index` of [`Reader::presets`]: a line
+    /// is some attempts, or passed by and counted.
+    fn preset_chunk(&mut self, file: File, index: usize, chunk: &Chunk<'_>) -> Result<u64> {
+        let presets = std::mem::take(&mut self.presets);
+        let hops = self.hops;
+        let (preset, mapping) = &presets[index];
+        let mut passed = 0;
+        let next = self.chunk_lines(
+            file,
+            chunk,
+            "not valid UTF-8: a JSON log must be UTF-8 text",
+            |text, _, unterminated| {
+                jsonl::parse_object(text, unterminated)
+                    .and_then(|object| preset.read(object, mapping, hops))
+            },
+            |reader, source, read| {
+                match read {
+                    preset::Read::Attempts(lines) => {
+                        for line in lines {
+                            reader.push(source, line);
+                        }
+                    }
+                    preset::Read::Passed => passed += 1,
+                }
+                Vec::new()
+            },
+        );
+        let preset = *preset;
+        self.presets = presets;
+        if passed > 0 {
+            match self.passed.last_mut() {
+                Some((f, p, n)) if *f == file.index && *p == preset => *n += passed,
+                _ => self.passed.push((file.index, preset, passed)),
+            }
+        }
+        next
     }
 
     /// OTLP or Zipkin: the spans of each line are kept for [`Reader::push_spans`], as the
@@ -760,6 +838,17 @@ fn detect_format(bytes: &[u8]) -> InputFormat {
     }
 }
 
+/// The first non-blank line of `bytes` (without its newline), or what of it they hold.
+fn first_line(bytes: &[u8]) -> &[u8] {
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let rest = &bytes[start..];
+    let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+    &rest[..end]
+}
+
 /// JSON Lines when the first non-blank line starts with `{`, logfmt otherwise: the formats a
 /// key mapping reads.
 fn detect_event_format(bytes: &[u8]) -> InputFormat {
@@ -813,6 +902,7 @@ mod tests {
             max_line_bytes: None,
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
             mapping: None,
+            presets: Vec::new(),
         }
     }
 

@@ -237,6 +237,7 @@ mod tests {
             max_line_bytes: None,
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
             mapping: None,
+            presets: Vec::new(),
         }
     }
 
