@@ -238,6 +238,7 @@ mod tests {
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
             mapping: None,
             presets: Vec::new(),
+            partition: None,
         }
     }
 
