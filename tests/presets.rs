@@ -19,8 +19,14 @@ fn rows(args: &[&str]) -> (BTreeMap<String, OperationRow>, String) {
     (by_id(decode_rows(&run.stdout)), run.stderr)
 }
 
+/// An operation's ID, class, and attempts per hop.
+type Classified = (String, String, Vec<(String, u64)>);
+
+/// An expected operation: ID, class, attempts per hop.
+type Expected<'a> = (&'a str, &'a str, &'a [(&'a str, u64)]);
+
 /// Each operation's class, and its attempts per hop.
-fn classes(rows: &BTreeMap<String, OperationRow>) -> Vec<(String, String, Vec<(String, u64)>)> {
+fn classes(rows: &BTreeMap<String, OperationRow>) -> Vec<Classified> {
     rows.iter()
         .map(|(id, r)| {
             let attempts = r.attempts.iter().map(|(h, n)| (h.clone(), *n)).collect();
@@ -29,8 +35,8 @@ fn classes(rows: &BTreeMap<String, OperationRow>) -> Vec<(String, String, Vec<(S
         .collect()
 }
 
-fn expect(got: &BTreeMap<String, OperationRow>, want: &[(&str, &str, &[(&str, u64)])]) {
-    let want: Vec<(String, String, Vec<(String, u64)>)> = want
+fn expect(got: &BTreeMap<String, OperationRow>, want: &[Expected]) {
+    let want: Vec<Classified> = want
         .iter()
         .map(|(id, class, attempts)| {
             (
