@@ -266,24 +266,82 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
             config.gate.report_only,
         )
     });
-    let bytes = report::render(
-        config.format,
-        &summary,
-        verdict.as_ref(),
-        &analysis,
-        &config.rules,
-        &config.style,
-    )?;
-    let code = conclude(&bytes, verdict.as_ref(), &config, &[&analysis]);
+    let report = match report::row_format(config.format) {
+        Some(rows) => Report::Rows(rows, &analysis.operations),
+        None => Report::Bytes(report::render(
+            config.format,
+            &summary,
+            verdict.as_ref(),
+            &analysis,
+            &config.rules,
+            &config.style,
+        )?),
+    };
+    let code = conclude(report, verdict.as_ref(), &config, &[&analysis]);
     stages.mark("report");
     code
+}
+
+/// A report to write: rendered whole, or per-operation rows written a batch at a time.
+enum Report<'a> {
+    Bytes(Vec<u8>),
+    Rows(report::RowFormat, &'a [analysis::OperationResult]),
+}
+
+/// Writes a report to `target`.
+fn write_report(target: &OutputTarget, report: Report, hops: &HopOrder) -> Result<()> {
+    match report {
+        Report::Bytes(bytes) => write_output(target, &bytes),
+        Report::Rows(format, rows) => {
+            let mut out = ClosedPipe {
+                inner: open_output(target)?,
+                closed: false,
+            };
+            report::write_rows(format, rows, hops, &mut out)
+                .and_then(|()| Ok(out.flush()?))
+                .with_context(|| format!("could not write '{}'", target.display()))
+        }
+    }
+}
+
+/// A writer whose reader may stop reading (`| head`): the rest of the report is discarded
+/// instead of failing the batch writers, whose errors do not all keep the I/O error's kind.
+struct ClosedPipe<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: Write> Write for ClosedPipe<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        match self.inner.write(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.inner.flush() {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            _ if self.closed => Ok(()),
+            other => other,
+        }
+    }
 }
 
 /// The end of a run that may gate: the JUnit file, the report, the gate's lines, duplicate
 /// events and bad input lines on stderr, and the exit code they add up to. `analyses`: the
 /// runs read from input (both sides of a `diff`).
 fn conclude(
-    bytes: &[u8],
+    report: Report,
     verdict: Option<&gate::GateReport>,
     config: &AnalyzeConfig,
     analyses: &[&analysis::Analysis],
@@ -315,7 +373,8 @@ fn conclude(
         ignore_closed_pipe(write_output(target, xml.as_bytes()))?;
     }
     // A closed stdout ends the report, not the run: the verdict and the exit code follow.
-    let report_written = ignore_closed_pipe(write_output(&config.output, bytes));
+    let report_written =
+        ignore_closed_pipe(write_report(&config.output, report, &config.rules.hops));
     let mut code = exit_codes::SUCCESS;
     if let Some(report) = verdict {
         for line in gate::log_lines(report, config.stderr_color) {
@@ -457,7 +516,12 @@ fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
         rules,
         &config.style,
     )?;
-    conclude(&bytes, comparison.gate.as_ref(), &config, &[&observed])
+    conclude(
+        Report::Bytes(bytes),
+        comparison.gate.as_ref(),
+        &config,
+        &[&observed],
+    )
 }
 
 /// One side of `diff`, as read.
@@ -601,7 +665,12 @@ fn diff_run(args: cli::DiffArgs) -> Result<i32> {
         .into_iter()
         .flatten()
         .collect();
-    conclude(&bytes, comparison.gate.as_ref(), &config, &analyses)
+    conclude(
+        Report::Bytes(bytes),
+        comparison.gate.as_ref(),
+        &config,
+        &analyses,
+    )
 }
 
 /// `show`: the whole pipeline (bursts look across operations), keeping one operation's
