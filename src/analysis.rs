@@ -377,7 +377,9 @@ pub fn analyze_in_place(
 ) -> anyhow::Result<Analysis> {
     let events = std::mem::take(&mut ingested.events);
     let event_count = events.len() as u64;
-    let trace_end_ms = trace_end(&events);
+    // Under `--partition K/N` the other partitions' events count too: the trace end is
+    // the whole input's, so every row is the one a run over all operations gives.
+    let trace_end_ms = trace_end(&events).max(ingested.latest_elsewhere_ms.unwrap_or(0.0));
     let by_operation = ByOperation::new(&events, ingested.operations.len());
     // A few dozen workers' results: each becomes one chunk of the attempt table.
     let min_ops_per_worker = (ingested.operations.len() / 64).max(1024);

@@ -244,11 +244,20 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
 
+    /// Keep only the operations of partition K of N (K from 0 to N-1), e.g. 3/8: for N
+    /// workers that each read all the input and take their share. An operation's partition
+    /// is a stable hash of its test run and operation ID (docs/scale.md). Lines read and bad
+    /// lines are reported by partition 0 only, so that they count once in a merge.
+    #[arg(long, value_name = "K/N")]
+    pub partition: Option<crate::model::Partition>,
+
     #[command(flatten)]
     pub style: StyleArgs,
 }
 
 #[derive(Debug, Args)]
+// A replay's retry budgets span operations: it is not split into partitions.
+#[command(mut_arg("partition", |a| a.hide(true)))]
 pub struct ReplayArgs {
     /// The candidate retry policy (TOML): per hop max_attempts, retry_on, backoff and a
     /// retry budget; an operation deadline_ms. Hops it does not name keep their observed

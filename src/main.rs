@@ -450,6 +450,11 @@ fn replay(args: cli::ReplayArgs) -> Result<i32> {
 }
 
 fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
+    if args.analyze.partition.is_some() {
+        anyhow::bail!(
+            "replay does not take --partition: a candidate's retry budget spans operations, so a replay reads every operation (--partition is for analyze)"
+        );
+    }
     let hops = hops_for(&args.analyze)?;
     let changes = change_conditions(&mut args.analyze.fail_on, &hops)?;
     let (candidate_path, seed) = (args.candidate.clone(), args.seed);
@@ -625,6 +630,7 @@ fn diff_run(args: cli::DiffArgs) -> Result<i32> {
         allow_empty: args.allow_empty,
         junit: args.junit,
         top: args.top,
+        partition: None,
         style: args.style,
     };
     let hops = hops_for(&analyze_args)?;
@@ -803,6 +809,8 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         progress: ingest::progress::wanted(),
         max_line_bytes: args.max_line_bytes,
         spans,
+        // `analyze --partition` sets it; every other command reads every operation.
+        partition: None,
     })
 }
 
@@ -922,10 +930,12 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         );
     }
     let style = style(&args.style, &output);
+    let mut input = input_config(args.input, &rules, &policy)?;
+    input.partition = args.partition;
     Ok(AnalyzeConfig {
         stderr_color: color_for(args.style.color, std::io::stderr().is_terminal()),
         style,
-        input: input_config(args.input, &rules, &policy)?,
+        input,
         format: match args.format {
             FormatArg::Table => OutputFormat::Table,
             FormatArg::Json => OutputFormat::Json,
@@ -967,6 +977,7 @@ fn show_config(mut args: ShowArgs) -> Result<ShowConfig> {
         allow_empty: false,
         junit: None,
         top: 0,
+        partition: None,
         style: args.style,
     })?;
     Ok(ShowConfig {

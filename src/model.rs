@@ -193,6 +193,24 @@ pub enum Timing {
     },
 }
 
+impl Timing {
+    /// The latest instant this timing mentions (0 when it mentions none).
+    pub fn latest_ms(&self) -> Millis {
+        let (start, finish) = match *self {
+            Timing::Record {
+                start_ms,
+                finish_ms,
+            } => (start_ms, finish_ms),
+            Timing::Point { at_ms, .. } => (Some(at_ms), None),
+        };
+        match (start.and_then(nan_out), finish.and_then(nan_out)) {
+            (_, Some(f)) => f,
+            (Some(s), None) => s,
+            (None, None) => 0.0,
+        }
+    }
+}
+
 /// What kind of line an event came from, packed in one byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum EventKind {
@@ -314,11 +332,7 @@ impl Event {
 
     /// The latest instant this event mentions.
     pub fn latest_ms(&self) -> Millis {
-        match (nan_out(self.start_ms), nan_out(self.finish_ms)) {
-            (_, Some(f)) => f,
-            (Some(s), None) => s,
-            (None, None) => 0.0,
-        }
+        self.timing().latest_ms()
     }
 
     pub fn attempt(&self) -> Option<u32> {
@@ -437,8 +451,6 @@ pub struct OperationKey {
 /// at the 0xFF byte. Documented in docs/scale.md: engines and scripts that route lines
 /// themselves may compute the same partition. Stable across versions and machines: a
 /// change here is a breaking change of the partial format.
-// Its first callers (`--partition K/N`, spilling) land next; the allow goes with them.
-#[allow(dead_code)]
 pub fn partition_of(test_run_id: Option<&str>, operation_id: &str, n: u32) -> u32 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;
@@ -449,6 +461,59 @@ pub fn partition_of(test_run_id: Option<&str>, operation_id: &str, n: u32) -> u3
         .chain(operation_id.bytes());
     let hash = bytes.fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
     (hash % u64::from(n.max(1))) as u32
+}
+
+/// `analyze --partition K/N`: the run keeps the operations of partition `index` of `count`
+/// ([`partition_of`]), for when every worker reads all the input and keeps its share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partition {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Partition {
+    /// Whether the operation `(test_run_id, operation_id)` is this partition's.
+    pub fn owns(self, test_run_id: Option<&str>, operation_id: &str) -> bool {
+        partition_of(test_run_id, operation_id, self.count) == self.index
+    }
+
+    /// Whether this partition reports what belongs to the input rather than to an
+    /// operation (lines read, bad lines): only partition 0 does, so that a merge of all N
+    /// partitions counts each line once although every worker read it.
+    pub fn reports_input(self) -> bool {
+        self.index == 0
+    }
+}
+
+impl std::str::FromStr for Partition {
+    type Err = String;
+
+    /// `K/N`, with N at least 1 and K in 0..N.
+    fn from_str(text: &str) -> Result<Partition, String> {
+        let example = "e.g. 0/8 for the first of 8 workers, 7/8 for the last";
+        let (k, n) = text
+            .split_once('/')
+            .ok_or_else(|| format!("'{text}' is not K/N: give the partition's number K and the number of partitions N, {example}"))?;
+        let number = |part: &str, what: &str| {
+            part.trim().parse::<u32>().map_err(|_| {
+                format!("'{part}' in '{text}' is not a whole number: {what}, {example}")
+            })
+        };
+        let index = number(k, "K counts from 0")?;
+        let count = number(n, "N is the number of partitions")?;
+        if count == 0 {
+            return Err(format!(
+                "'{text}' has no partitions: N must be at least 1, {example}"
+            ));
+        }
+        if index >= count {
+            return Err(format!(
+                "partition {index} does not exist among {count}: K counts from 0 to N-1 ({}), {example}",
+                count - 1
+            ));
+        }
+        Ok(Partition { index, count })
+    }
 }
 
 /// An enum of names, each variant spelled once: with `ALL` (every variant, in declaration
@@ -546,5 +611,30 @@ mod tests {
         assert_eq!(partition_of(Some("ab"), "c", 1000), 44);
         assert_eq!(partition_of(Some("a"), "bc", 1000), 62);
         assert_eq!(partition_of(Some("run-a"), "op-1", 1), 0);
+    }
+
+    #[test]
+    fn a_partition_is_k_of_n_with_k_below_n() {
+        let p: Partition = "2/7".parse().unwrap();
+        assert_eq!(p, Partition { index: 2, count: 7 });
+        assert!(!p.reports_input());
+        assert!("0/1".parse::<Partition>().unwrap().reports_input());
+        // partition_of(Some("run-a"), "op-1", 7) is 4 (the test above).
+        let owner: Partition = "4/7".parse().unwrap();
+        assert!(owner.owns(Some("run-a"), "op-1"));
+        assert!(!p.owns(Some("run-a"), "op-1"));
+        for (text, says) in [
+            ("3", "is not K/N"),
+            ("a/3", "'a' in 'a/3' is not a whole number"),
+            ("-1/3", "'-1' in '-1/3' is not a whole number"),
+            ("0/0", "N must be at least 1"),
+            (
+                "3/3",
+                "partition 3 does not exist among 3: K counts from 0 to N-1 (2)",
+            ),
+        ] {
+            let err = text.parse::<Partition>().unwrap_err();
+            assert!(err.contains(says), "{text}: {err}");
+        }
     }
 }

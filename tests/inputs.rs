@@ -150,6 +150,23 @@ fn a_parquet_file_with_the_same_columns_gives_the_same_rows() {
 }
 
 #[test]
+fn a_parquet_file_splits_by_partition_as_its_jsonl_does() {
+    let file = TempFile::reserve("incident.parquet");
+    jsonl_to_parquet(&incident_bytes(), file.path());
+    for k in 0..3 {
+        let partition = format!("{k}/3");
+        let flags = ["--partition", partition.as_str()];
+        let from_parquet = by_id(analyze_rows(&[file.path()], &flags));
+        let from_jsonl = by_id(analyze_rows(&[root().join(INCIDENT)], &flags));
+        assert!(
+            !from_jsonl.is_empty(),
+            "partition {partition} holds operations"
+        );
+        assert!(from_parquet == from_jsonl, "partition {partition}");
+    }
+}
+
+#[test]
 fn parquet_of_point_events_and_records_classifies_like_its_jsonl() {
     let jsonl = std::fs::read(fixture("mixed-forms.jsonl")).unwrap();
     let file = TempFile::reserve("mixed-forms.parquet");

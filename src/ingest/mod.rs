@@ -27,7 +27,7 @@ use anyhow::{Context, Result};
 use rayon::prelude::*;
 
 use crate::diagnostics::{BadInputPolicy, Diagnostics};
-use crate::model::{Event, EventFields, Interner, OperationKey, SourceRef, Sym};
+use crate::model::{Event, EventFields, Interner, Millis, OperationKey, Partition, SourceRef, Sym};
 use crate::rules::HopOrder;
 pub use fields::CheckedLine;
 use progress::Progress;
@@ -82,6 +82,9 @@ pub struct InputConfig {
     pub max_line_bytes: Option<u64>,
     /// How OTLP and Zipkin spans become attempts.
     pub spans: SpanMapping,
+    /// `--partition K/N`: keep only the operations of partition K (every line is still
+    /// read, and its key parsed); `None`: keep every operation.
+    pub partition: Option<Partition>,
 }
 
 /// Everything read from the inputs: what the analysis receives.
@@ -99,6 +102,11 @@ pub struct Ingested {
     pub diagnostics: Diagnostics,
     /// What became of the spans, when an input was OTLP or Zipkin.
     pub span_stats: Option<SpanStats>,
+    /// Under `--partition K/N`: the latest time of the events other partitions own (0 when
+    /// there are none). With it the trace end, where unfinished attempts are still active,
+    /// is the one of the whole input, as in a run that keeps every operation. `None`:
+    /// every event read was kept.
+    pub latest_elsewhere_ms: Option<Millis>,
 }
 
 impl Ingested {
@@ -245,6 +253,7 @@ impl<'c> Reader<'c> {
                 lines_read: 0,
                 diagnostics: Diagnostics::new(config.bad_input),
                 span_stats: None,
+                latest_elsewhere_ms: config.partition.map(|_| 0.0),
             },
             op_index: HashMap::default(),
             spans: Vec::new(),
@@ -267,16 +276,52 @@ impl<'c> Reader<'c> {
         if self.out.span_stats.is_some() {
             self.push_spans()?;
         }
+        if !self.reports_input() {
+            self.out.lines_read = 0;
+        }
         Ok(self.out)
+    }
+
+    /// Whether this run reports the input's own facts, lines read and bad lines: every run
+    /// but those of a partition other than 0 (see [`Partition::reports_input`]).
+    fn reports_input(&self) -> bool {
+        self.config.partition.is_none_or(Partition::reports_input)
     }
 
     /// Records a bad line of `file`; under `--strict` it stops the run.
     pub fn bad_line(&mut self, file: File, line: u64, message: String) -> Result<()> {
+        if !self.reports_input() {
+            return Ok(());
+        }
         self.out.diagnostics.bad_line(file.name, line, message)
     }
 
-    /// Keeps a validated line as an event.
+    /// Records a bad line with the column where it goes wrong, when known.
+    fn bad_position(
+        &mut self,
+        file: File,
+        line: u64,
+        column: Option<u64>,
+        message: String,
+    ) -> Result<()> {
+        if !self.reports_input() {
+            return Ok(());
+        }
+        self.out
+            .diagnostics
+            .bad_position(file.name, line, column, message)
+    }
+
+    /// Keeps a validated line as an event, when its operation is this run's partition's
+    /// (`--partition K/N`): the line is dropped before anything of it is stored.
     pub fn push(&mut self, source: SourceRef, line: CheckedLine) {
+        if let Some(partition) = self.config.partition {
+            if !partition.owns(line.test_run_id.as_deref(), &line.operation_id) {
+                let latest = self.out.latest_elsewhere_ms.get_or_insert(0.0);
+                *latest = latest.max(line.timing.latest_ms());
+                return;
+            }
+        }
         let out = &mut self.out;
         let run = line.test_run_id.as_deref().map(|r| out.strings.intern(r));
         let id = out.strings.intern(&line.operation_id);
@@ -589,10 +634,7 @@ impl<'c> Reader<'c> {
                 line,
                 column,
                 message,
-            } => self
-                .out
-                .diagnostics
-                .bad_position(file.name, line, column, message),
+            } => self.bad_position(file, line, column, message),
         })?;
         self.out.lines_read += lines;
         Ok(())
@@ -602,9 +644,11 @@ impl<'c> Reader<'c> {
     /// [`spans::resolve::resolve`]) and adds the attempts as events.
     fn push_spans(&mut self) -> Result<()> {
         let resolved = spans::resolve::resolve(std::mem::take(&mut self.spans), &self.config.spans);
-        self.out
-            .diagnostics
-            .bad_sources(&self.out.files, resolved.problems)?;
+        if self.reports_input() {
+            self.out
+                .diagnostics
+                .bad_sources(&self.out.files, resolved.problems)?;
+        }
         let unreadable = self.out.span_stats.as_ref().map_or(0, |s| s.spans);
         let mut stats = resolved.stats;
         stats.spans += unreadable;
@@ -776,6 +820,7 @@ mod tests {
             progress: false,
             max_line_bytes: None,
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
+            partition: None,
         }
     }
 
