@@ -134,7 +134,8 @@ pub enum RowFormat {
 enum Sink<W: Write> {
     Jsonl(std::io::BufWriter<W>),
     Csv(polars::io::csv::write::BatchedWriter<W>),
-    Parquet(polars::io::parquet::write::BatchedWriter<W>),
+    // Boxed: the Parquet writer is large, and there is one sink per run.
+    Parquet(Box<polars::io::parquet::write::BatchedWriter<W>>),
 }
 
 /// Writes per-operation rows as they come, [`ROWS_PER_BATCH`] at a time, in the order
@@ -161,7 +162,9 @@ impl<'h, W: Write> RowWriter<'h, W> {
                     .include_header(true)
                     .batched(&schema()?)?,
             ),
-            RowFormat::Parquet => Sink::Parquet(ParquetWriter::new(out).batched(&schema()?)?),
+            RowFormat::Parquet => {
+                Sink::Parquet(Box::new(ParquetWriter::new(out).batched(&schema()?)?))
+            }
         };
         Ok(RowWriter {
             hops,
