@@ -142,6 +142,32 @@ pub struct InputOptions {
     #[arg(long, value_name = "KEY")]
     pub run_attribute: Option<String>,
 
+    /// Read our key OUR from the log's key THEIRS, for logs with their own key names
+    /// (JSON Lines, logfmt, Parquet): 'operation_id=request_id', 'hop=kubernetes.labels.app'
+    /// (dots step into nested objects), 'target=attributes["http.route"]' (a key with dots
+    /// in it). Also: retry_count (retries before the attempt, 0 = the original), and
+    /// duration_ms, duration_s, duration_us, duration_ns or duration (a number in
+    /// --time-unit, or with its unit: '250ms', '1.5s'), which give the finish from the start
+    /// or the start from the finish. THEIRS '-': the log has no such key. Repeatable;
+    /// overrides the policy's [fields]. See docs/input.md.
+    #[arg(long = "field", value_name = "OUR=THEIRS")]
+    pub fields: Vec<String>,
+
+    /// The log's hop VALUE is our hop HOP, e.g. checkout-api=caller. Repeatable; overrides
+    /// the policy's [hop_values].
+    #[arg(long = "hop-value", value_name = "VALUE=HOP")]
+    pub hop_values: Vec<String>,
+
+    /// The number of the original attempt in the log's attempt numbers: 1 (ours, the
+    /// default) or 0.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1))]
+    pub attempt_base: Option<u32>,
+
+    /// The unit of numeric times and of durations given without one: s, ms (the default),
+    /// us or ns (e.g. epoch seconds: --time-unit s). RFC 3339 times are unaffected.
+    #[arg(long, value_name = "UNIT")]
+    pub time_unit: Option<String>,
+
     /// Stop at the first bad input line instead of reporting it and going on.
     #[arg(long, conflicts_with = "skip_invalid")]
     pub strict: bool,
@@ -196,7 +222,8 @@ pub struct RuleArgs {
     pub burst_min_ops: Option<usize>,
 
     /// Policy file (TOML) with failure conditions, budgets, deadlines, hops allowed to
-    /// overlap, queue hops, burst parameters and the span hop map. Flags override it.
+    /// overlap, queue hops, burst parameters, the span hop map and the input's key
+    /// mapping ([fields], [hop_values]). Flags override it.
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
 }
@@ -366,7 +393,8 @@ pub struct ConvertArgs {
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Policy file (TOML); convert uses its hops, queue_hops and [hop_map].
+    /// Policy file (TOML); convert uses its hops, queue_hops, [hop_map] and key mapping
+    /// ([fields], [hop_values], attempt_base, time_unit).
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
 }

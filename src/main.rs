@@ -46,7 +46,7 @@ use crate::config::{AnalyzeConfig, GateConfig, OutputTarget, ShowConfig};
 use crate::diagnostics::BadInputPolicy;
 use crate::gate::condition::{Condition, Origin};
 use crate::ingest::spans::mapping::SpanMapping;
-use crate::ingest::{InputConfig, InputFormat, InputPath};
+use crate::ingest::{split_pair, InputConfig, InputFormat, InputPath, KeyMapping, TimeUnit};
 use crate::report::{OutputFormat, Style};
 use crate::rules::{HopOrder, Rules};
 
@@ -785,6 +785,7 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
             );
         }
     }
+    let mapping = key_mapping(&args, rules, policy)?;
     spans.operation_attribute = args.operation_attribute;
     if let Some(run) = args.run_attribute {
         spans.run_attribute = run;
@@ -809,9 +810,69 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         progress: ingest::progress::wanted(),
         max_line_bytes: args.max_line_bytes,
         spans,
+        mapping,
         // `analyze --partition` sets it; every other command reads every operation.
         partition: None,
     })
+}
+
+/// The input's key mapping: the policy's, then the flags'; `None` when there is none, so
+/// that lines take the plain path.
+fn key_mapping(
+    args: &cli::InputOptions,
+    rules: &Rules,
+    policy: &policy::Policy,
+) -> Result<Option<KeyMapping>> {
+    let mut mapping = KeyMapping::default();
+    mapping
+        .add_fields("policy [fields]", policy.fields.clone())
+        .map_err(anyhow::Error::msg)?;
+    let fields = args
+        .fields
+        .iter()
+        .map(|spec| {
+            split_pair(
+                "--field",
+                spec,
+                "OUR=THEIRS, e.g. --field operation_id=request_id",
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    mapping
+        .add_fields("--field", fields)
+        .map_err(anyhow::Error::msg)?;
+    mapping
+        .add_hop_values(
+            "policy [hop_values]",
+            policy.hop_values.clone(),
+            &rules.hops,
+        )
+        .map_err(anyhow::Error::msg)?;
+    let hop_values = args
+        .hop_values
+        .iter()
+        .map(|spec| {
+            spec.rsplit_once('=')
+                .map(|(value, hop)| (value.to_string(), hop.to_string()))
+                .with_context(|| {
+                    format!("--hop-value {spec:?}: expected VALUE=HOP, e.g. --hop-value checkout-api=caller")
+                })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    mapping
+        .add_hop_values("--hop-value", hop_values, &rules.hops)
+        .map_err(anyhow::Error::msg)?;
+    mapping.attempt_base = args.attempt_base.or(policy.attempt_base).unwrap_or(1);
+    if let Some(unit) = args.time_unit.as_deref().or(policy.time_unit.as_deref()) {
+        mapping.time_unit = TimeUnit::parse(unit).with_context(|| {
+            format!(
+                "--time-unit {unit:?}: use one of {}, e.g. --time-unit s for epoch seconds",
+                TimeUnit::all_names()
+            )
+        })?;
+    }
+    Ok((!mapping.is_plain()).then_some(mapping))
 }
 
 /// Parquet is binary: it goes to a file, or to stdout only when asked for with `-o -` and

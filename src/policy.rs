@@ -23,6 +23,20 @@
 //! checkout = "caller"
 //! "api-gateway:server" = "-"
 //! ```
+//!
+//! It may also say how the input names our keys (docs/input.md, key mapping):
+//!
+//! ```toml
+//! attempt_base = 0
+//! time_unit = "s"
+//!
+//! [fields]
+//! operation_id = "request_id"
+//! hop = "kubernetes.labels.app"
+//!
+//! [hop_values]
+//! checkout-api = "caller"
+//! ```
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -63,6 +77,16 @@ pub struct Policy {
     /// (OTLP and Zipkin input; docs/formats.md).
     #[serde(default)]
     pub hop_map: BTreeMap<String, String>,
+    /// The number of the original attempt in the input (`--attempt-base`): 1 or 0.
+    pub attempt_base: Option<u32>,
+    /// The unit of numeric times in the input (`--time-unit`).
+    pub time_unit: Option<String>,
+    /// Our input key → the input's key or path (`--field`).
+    #[serde(default)]
+    pub fields: BTreeMap<String, String>,
+    /// The input's hop name → our hop (`--hop-value`).
+    #[serde(default)]
+    pub hop_values: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq)]
@@ -110,6 +134,21 @@ impl Policy {
         {
             return Err(format!(
                 "burst.window_ms = {w}: must be a positive number of milliseconds"
+            ));
+        }
+        if let Some(base) = self.attempt_base.filter(|&b| b > 1) {
+            return Err(format!(
+                "attempt_base = {base}: the original attempt is number 1 (our default) or 0"
+            ));
+        }
+        if let Some(unit) = self
+            .time_unit
+            .as_deref()
+            .filter(|u| crate::ingest::TimeUnit::parse(u).is_none())
+        {
+            return Err(format!(
+                "time_unit = \"{unit}\": use one of {}",
+                crate::ingest::TimeUnit::all_names()
             ));
         }
         if let Some(n) = self.burst.min_ops.filter(|&n| n < 2) {
@@ -215,6 +254,8 @@ mod tests {
             ("[burst]\nmin_ops = 1", "burst.min_ops = 1"),
             ("[deadlines]\ncaller = 0", "deadlines.caller = 0"),
             ("[deadlines]\ncaller = -2.5", "deadlines.caller = -2.5"),
+            ("attempt_base = 2", "attempt_base = 2"),
+            ("time_unit = \"min\"", "time_unit = \"min\""),
         ];
         for (text, expected) in cases {
             let err = format!("{:#}", parse(text).unwrap_err());

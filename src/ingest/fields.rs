@@ -63,7 +63,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
 }
 
 impl Scalar<'_> {
-    fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             Scalar::Str(s) => format!("\"{s}\""),
             Scalar::Int(i) => i.to_string(),
@@ -513,7 +513,7 @@ fn outcome(v: Scalar) -> Result<Outcome, String> {
 }
 
 /// A time: milliseconds as a number, or an RFC 3339 timestamp.
-fn time(key: &str, v: Scalar) -> Result<Millis, String> {
+pub(super) fn time(key: &str, v: Scalar) -> Result<Millis, String> {
     let ms = match &v {
         Scalar::Str(s) if s.trim().parse::<f64>().is_err() => rfc3339_ms(s).ok_or_else(|| {
             format!("{key} \"{s}\" is neither milliseconds nor an RFC 3339 timestamp such as 2026-11-30T10:00:00.250Z")

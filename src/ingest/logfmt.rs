@@ -9,11 +9,17 @@ use super::fields::RawFields;
 pub fn parse(text: &str) -> Result<RawFields<'_>, String> {
     // Through a JSON object so that logfmt accepts exactly the keys JSON Lines does; logfmt
     // is the rarer format, and this copy is cheap next to reading the line.
-    let object: serde_json::Map<String, serde_json::Value> = split_pairs(text)?
+    RawFields::deserialize(serde_json::Value::Object(parse_object(text)?))
+        .map_err(|e| format!("{e}"))
+}
+
+/// The line as a flat JSON object of strings (a repeated key: the last value), which a key
+/// mapping reads as it reads a JSON Lines line (see [`super::mapping`]).
+pub fn parse_object(text: &str) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    Ok(split_pairs(text)?
         .into_iter()
         .map(|(k, v)| (k.into_owned(), serde_json::Value::String(v.into_owned())))
-        .collect();
-    RawFields::deserialize(serde_json::Value::Object(object)).map_err(|e| format!("{e}"))
+        .collect())
 }
 
 /// One `key=value` pair; the value is owned only when it had escapes.

@@ -5,13 +5,15 @@
 //!
 //! Which inputs there are and how they are opened (directories, glob patterns, gzip, zstd,
 //! Parquet) is [`source`]'s business; Parquet rows are read by [`parquet`]; the progress
-//! line on stderr is [`progress`].
+//! line on stderr is [`progress`]; logs with their own key names are read through
+//! [`mapping`].
 
 mod document;
 mod fields;
 mod jaeger;
 mod jsonl;
 mod logfmt;
+mod mapping;
 mod otlp;
 mod parquet;
 pub mod progress;
@@ -30,6 +32,7 @@ use crate::diagnostics::{BadInputPolicy, Diagnostics};
 use crate::model::{Event, EventFields, Interner, Millis, OperationKey, Partition, SourceRef, Sym};
 use crate::rules::HopOrder;
 pub use fields::CheckedLine;
+pub use mapping::{split_pair, KeyMapping, TimeUnit};
 use progress::Progress;
 use source::Content;
 use spans::mapping::SpanMapping;
@@ -82,6 +85,9 @@ pub struct InputConfig {
     pub max_line_bytes: Option<u64>,
     /// How OTLP and Zipkin spans become attempts.
     pub spans: SpanMapping,
+    /// How to read JSON Lines, logfmt and Parquet input that names our keys its own way;
+    /// `None`: our keys as they are, on the plain (fast) path.
+    pub mapping: Option<KeyMapping>,
     /// `--partition K/N`: keep only the operations of partition K (every line is still
     /// read, and its key parsed); `None`: keep every operation.
     pub partition: Option<Partition>,
@@ -376,7 +382,13 @@ impl<'c> Reader<'c> {
                 if buf.starts_with(BOM) {
                     buf.drain(..BOM.len());
                 }
-                match layout(&buf, eof, self.config.format) {
+                // A mapped log is attempt events whatever its keys look like (`trace`,
+                // `traceId` and `id` are common log keys): it is never taken for spans.
+                let layout = match (&self.config.mapping, self.config.format) {
+                    (Some(_), InputFormat::Auto) => Layout::Lines(None),
+                    _ => layout(&buf, eof, self.config.format),
+                };
+                match layout {
                     Layout::Documents(kind) => {
                         let stream = std::io::Cursor::new(std::mem::take(&mut buf)).chain(lines);
                         return self.read_documents(stream, file, kind, progress);
@@ -433,7 +445,10 @@ impl<'c> Reader<'c> {
             };
             // The format is decided by the first non-blank line, however far in it is.
             if format.is_none() && !is_blank(&buf[..end]) {
-                format = Some(detect_format(&buf[..end]));
+                format = Some(match self.config.mapping {
+                    Some(_) => detect_event_format(&buf[..end]),
+                    None => detect_format(&buf[..end]),
+                });
             }
             match format {
                 None => next_line += memchr::memchr_iter(b'\n', &buf[..end]).count() as u64,
@@ -529,17 +544,29 @@ impl<'c> Reader<'c> {
 
     /// JSON Lines or logfmt: one event per line.
     fn event_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
-        let hops = self.hops;
+        let (hops, mapping) = (self.hops, self.config.mapping.as_ref());
         self.chunk_lines(
             file,
             chunk,
             "not valid UTF-8: attempt events must be UTF-8 text",
-            |text, _, unterminated| {
-                let fields = match format {
-                    InputFormat::Logfmt => logfmt::parse(text),
-                    _ => jsonl::parse(text, unterminated),
-                };
-                fields.and_then(|f| f.check(hops))
+            |text, _, unterminated| match mapping {
+                None => {
+                    let fields = match format {
+                        InputFormat::Logfmt => logfmt::parse(text),
+                        _ => jsonl::parse(text, unterminated),
+                    };
+                    fields.and_then(|f| f.check(hops))
+                }
+                // A mapped line is read whole and navigated: never the fast path.
+                Some(mapping) => {
+                    let object = match format {
+                        InputFormat::Logfmt => logfmt::parse_object(text),
+                        _ => jsonl::parse_object(text, unterminated),
+                    };
+                    object
+                        .and_then(|o| mapping.read_object(&o))
+                        .and_then(|row| mapping.check(row, hops))
+                }
             },
             |reader, source, checked| {
                 reader.push(source, checked);
@@ -777,6 +804,15 @@ fn detect_format(bytes: &[u8]) -> InputFormat {
     }
 }
 
+/// JSON Lines when the first non-blank line starts with `{`, logfmt otherwise: the formats a
+/// key mapping reads.
+fn detect_event_format(bytes: &[u8]) -> InputFormat {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') => InputFormat::Jsonl,
+        _ => InputFormat::Logfmt,
+    }
+}
+
 /// OTLP, Zipkin or Jaeger when the first object looks like one (see [`detect_format`]).
 fn spans_format(line: &[u8]) -> Option<InputFormat> {
     use serde::de::IgnoredAny;
@@ -820,6 +856,7 @@ mod tests {
             progress: false,
             max_line_bytes: None,
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
+            mapping: None,
             partition: None,
         }
     }

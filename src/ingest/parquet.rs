@@ -1,11 +1,12 @@
 //! Parquet input: one attempt event per row, read with polars.
 //!
 //! Columns carry the JSON Lines key names (snake_case, or the camelCase spellings JSON
-//! Lines accepts; see [`FIELDS`]); every column is optional except `operation_id`, and
-//! other columns are ignored. A cell may be a string,
+//! Lines accepts; see [`super::fields::FIELDS`]), or the names a key mapping gives (see
+//! [`super::mapping`]; a nested path is the column of its dotted name); every column is
+//! optional except `operation_id`, and other columns are ignored. A cell may be a string,
 //! an integer, a float or a boolean, and a null cell is a missing key. Each row becomes the
-//! same [`RawFields`] a JSON Lines line becomes and goes through the same
-//! [`RawFields::check`], so a row is accepted, rejected and reported (`path:row: message`,
+//! same `RawFields` a JSON Lines line becomes and goes through the same
+//! `RawFields::check`, so a row is accepted, rejected and reported (`path:row: message`,
 //! rows counted from 1) exactly as the equivalent line would be:
 //!
 //! ```text
@@ -26,7 +27,8 @@ use anyhow::{bail, Context, Result};
 use polars::io::mmap::MmapBytesReader;
 use polars::prelude::{Column, DataFrame, DataType, ParquetReader, SerReader, Series};
 
-use super::fields::{RawFields, Scalar, Slot, FIELDS};
+use super::fields::Scalar;
+use super::mapping::{Column as Dest, KeyMapping, Row};
 use super::progress::{ByteCounter, Progress};
 use super::source::{Input, ParquetData};
 use super::{File, Reader};
@@ -35,14 +37,6 @@ use crate::model::SourceRef;
 /// Rows decoded at a time: enough to amortise the per-slice overhead of polars, few enough
 /// that a slice of decoded columns stays in the tens of megabytes.
 const ROWS_PER_SLICE: usize = 1 << 18;
-
-/// A column of the file that is read: its name, the key it holds, where the value goes.
-#[derive(Clone, Copy)]
-struct Wanted {
-    column: &'static str,
-    key: &'static str,
-    slot: Slot,
-}
 
 /// Reads one Parquet input, the `file`th.
 pub(super) fn read(
@@ -81,20 +75,27 @@ impl Reading<'_> {
     ) -> Result<()> {
         let mut reader = ParquetReader::new(&mut *data);
         let schema = reader.schema().context("not a readable Parquet file")?;
-        let present: Vec<Wanted> = FIELDS
-            .iter()
-            .flat_map(|field| {
-                field.spellings.iter().map(move |&column| Wanted {
-                    column,
-                    key: field.name(),
-                    slot: field.slot,
-                })
-            })
-            .filter(|wanted| schema.contains(wanted.column))
+        // The columns named by our keys' spellings, or as the key mapping says.
+        let plain = KeyMapping::default();
+        let config = out.config;
+        let mapping = config.mapping.as_ref().unwrap_or(&plain);
+        let present: Vec<(String, Dest)> = mapping
+            .columns()
+            .into_iter()
+            .filter(|(column, _)| schema.contains(column))
             .collect();
-        if !present.iter().any(|wanted| wanted.key == "operation_id") {
-            bail!("the Parquet file has no operation_id column: name its columns as the JSON Lines keys (operation_id, test_run_id, hop, attempt, start_ms, finish_ms, outcome, …; see docs/input.md)");
+        if !present
+            .iter()
+            .any(|&(_, dest)| mapping.key_of(dest) == "operation_id")
+        {
+            match mapping.source_of("operation_id") {
+                Some(source) => bail!("the Parquet file has no column for operation_id, which {source}: name the column there (a nested key is the column of that dotted name)"),
+                None => bail!("the Parquet file has no operation_id column: name its columns as the JSON Lines keys (operation_id, test_run_id, hop, attempt, start_ms, finish_ms, outcome, …; see docs/input.md), or map yours with --field operation_id=COLUMN"),
+            }
         }
+        let mut names: Vec<String> = present.iter().map(|(c, _)| c.clone()).collect();
+        names.sort_unstable();
+        names.dedup();
         let metadata = reader
             .get_metadata()
             .context("not a readable Parquet file")?
@@ -105,7 +106,7 @@ impl Reading<'_> {
         while offset < rows {
             let len = ROWS_PER_SLICE.min(rows - offset);
             let mut reader = ParquetReader::new(&mut *data)
-                .with_columns(Some(present.iter().map(|w| w.column.to_string()).collect()))
+                .with_columns(Some(names.clone()))
                 .with_slice(Some((offset, len)));
             reader.set_metadata(metadata.clone());
             let frame = reader
@@ -128,44 +129,41 @@ impl Reading<'_> {
     fn rows(
         &self,
         frame: &DataFrame,
-        present: &[Wanted],
+        present: &[(String, Dest)],
         first: usize,
         out: &mut Reader,
     ) -> Result<()> {
-        let columns: Vec<(Series, Wanted)> = present
+        let columns: Vec<(Series, Dest)> = present
             .iter()
-            .map(|&wanted| {
-                Ok((
-                    scalar_series(frame.column(wanted.column)?, wanted.column)?,
-                    wanted,
-                ))
-            })
+            .map(|(name, dest)| Ok((scalar_series(frame.column(name)?, name)?, *dest)))
             .collect::<Result<_>>()?;
         let mut cells = columns
             .iter()
-            .map(|(series, wanted)| Ok((scalars(series)?, wanted)))
+            .map(|(series, dest)| Ok((scalars(series)?, *dest)))
             .collect::<Result<Vec<_>>>()?;
+        let config = out.config;
+        let mapping = config.mapping.as_ref();
         for i in 0..frame.height() {
-            let mut fields = RawFields::default();
+            let mut row = match mapping {
+                Some(mapping) => mapping.row(),
+                None => Row::plain(),
+            };
             let mut duplicate = None;
-            for (column, wanted) in &mut cells {
+            for (column, dest) in &mut cells {
                 let Some(value) = column.next().flatten() else {
                     continue;
                 };
-                let slot = (wanted.slot)(&mut fields);
-                if slot.is_some() {
-                    duplicate.get_or_insert(wanted.key);
+                if let Err(message) = row.set(*dest, value) {
+                    duplicate.get_or_insert(message);
                 }
-                *slot = Some(value);
             }
             let line = (first + i + 1) as u64;
             out.out.lines_read += 1;
-            let checked = match duplicate {
+            let checked = match (duplicate, mapping) {
                 // As JSON Lines says of two spellings of one key on a line.
-                Some(key) => Err(format!(
-                    "duplicate field `{key}`: two of its spellings hold a value in this row"
-                )),
-                None => fields.check(out.hops),
+                (Some(message), _) => Err(message),
+                (None, Some(mapping)) => mapping.check(row, out.hops),
+                (None, None) => row.fields.check(out.hops),
             };
             match checked {
                 Ok(checked) => {
@@ -238,6 +236,7 @@ mod tests {
             progress: false,
             max_line_bytes: None,
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
+            mapping: None,
             partition: None,
         }
     }
