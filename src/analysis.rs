@@ -1,13 +1,15 @@
-//! Runs the per-operation stages (normalize → group → classify) over every operation in
-//! parallel, then the one cross-operation rule (bursts), and collects per-operation results
-//! and the attempt table that the summary aggregates. The attempts themselves are kept only
-//! for the few operations a report draws ([`Keep`]): memory stays bounded by those.
+//! Runs the per-operation stages (normalize → group → classify) over every operation of a
+//! partition in parallel ([`partition_pass`]): each operation's row with its class decided
+//! both ways (in a burst or not), its retry starts and its attempt rows. Crossing
+//! operations (bursts, final classes) is the merge's (`crate::partial`), whose result is the
+//! [`Analysis`] defined here. The attempts themselves are kept only for the few operations
+//! a report draws ([`Keep`]): memory stays bounded by those.
 
 use rayon::prelude::*;
 
 use crate::burst::{find_bursts, Burst, RetryPoint};
 use crate::classify::{classify, findings, operation_facts, Class, Finding, FindingKind, Role};
-use crate::diagnostics::{BadInputPolicy, Diagnostics};
+use crate::diagnostics::Diagnostics;
 use crate::group::{build_tree, Parent, Tree};
 use crate::ingest::Ingested;
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
@@ -15,7 +17,7 @@ use crate::normalize::{normalize_operation, ByOperation};
 use crate::rules::Rules;
 
 /// Duplicate events named one by one before the rest are only counted.
-const DUPLICATES_LISTED: usize = 3;
+pub const DUPLICATES_LISTED: usize = 3;
 
 /// The result for one logical operation: the row of docs/output.md.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,7 +37,7 @@ pub struct OperationResult {
 
 /// How a logical operation ended, judged by the last attempt of each line at its first hop
 /// (what the user's request got back).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FinalOutcome {
     Success,
@@ -119,7 +121,7 @@ pub enum Keep {
 /// One operation whose attempts were kept: what its timeline is drawn from.
 #[derive(Debug, Clone)]
 pub struct KeptOperation {
-    /// Index into the ingested operation table (what [`Burst::ops`] holds).
+    /// The operation's index in the merge (what [`Burst::ops`] holds).
     pub op: u32,
     pub result: OperationResult,
     /// In canonical order: by hop, then start.
@@ -135,14 +137,14 @@ pub struct KeptOperation {
 
 /// One worker's attempt rows, as columns: moved into the [`AttemptTable`] without a copy.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct AttemptColumns {
-    hop: Vec<u32>,
-    start_ms: Vec<Millis>,
+pub struct AttemptColumns {
+    pub hop: Vec<u32>,
+    pub start_ms: Vec<Millis>,
     /// NaN for an unfinished attempt.
-    duration_ms: Vec<f64>,
+    pub duration_ms: Vec<f64>,
     /// [`ROLE_ORIGINAL`], [`ROLE_RETRY`] or [`ROLE_REDELIVERY`].
-    role: Vec<u32>,
-    success: Vec<Option<bool>>,
+    pub role: Vec<u32>,
+    pub success: Vec<Option<bool>>,
 }
 
 pub const ROLE_ORIGINAL: u32 = Role::Original as u32;
@@ -174,7 +176,7 @@ impl AttemptTable {
             .map(|((h, s), r)| (h, s, Role::ALL[r as usize]))
     }
 
-    fn from_parts(parts: Vec<AttemptColumns>) -> polars::prelude::PolarsResult<AttemptTable> {
+    pub fn from_parts(parts: Vec<AttemptColumns>) -> polars::prelude::PolarsResult<AttemptTable> {
         use polars::prelude::*;
         let mut frame: Option<DataFrame> = None;
         for part in parts {
@@ -220,15 +222,19 @@ impl AttemptTable {
     }
 }
 
-/// Everything analysed, ready to summarise and report.
+/// Everything analysed, ready to summarise and report: what the merge of the partials
+/// (`crate::partial`) makes, whether there was one partial or many.
 #[derive(Debug)]
 pub struct Analysis {
     /// Sorted by (test run, operation ID).
     pub operations: Vec<OperationResult>,
     pub attempts: AttemptTable,
     pub bursts: Vec<Burst>,
-    /// The operations of each burst, sorted, parallel to `bursts`.
+    /// The first [`BURST_OPERATIONS_LISTED`] operations of each burst in key order,
+    /// parallel to `bursts`.
     pub burst_operations: Vec<Vec<OperationKey>>,
+    /// Distinct operations with a retry in some burst.
+    pub burst_operations_total: u64,
     /// Every bad line: of the input, and the events normalize could not use.
     pub diagnostics: Diagnostics,
     pub duplicate_events: u64,
@@ -249,67 +255,147 @@ pub struct Analysis {
     pub kept: Vec<KeptOperation>,
 }
 
-/// What the per-operation stages keep of one operation: everything its result needs,
-/// with the class decided both ways because bursts are only known once all operations
-/// are done. Its attempts and tree are dropped as soon as this is made.
-struct Pending {
-    op: u32,
-    class_without_burst: Class,
-    class_in_burst: Class,
-    first_multiplying_hop: Option<u16>,
-    funnel: Vec<u32>,
-    findings: Vec<Finding>,
-    first_start_ms: Millis,
-    last_finish_ms: Option<Millis>,
-    overlap_ms: Millis,
-    final_outcome: FinalOutcome,
+/// Operation IDs listed per burst before the rest are only counted.
+pub const BURST_OPERATIONS_LISTED: usize = 10;
+
+/// What the per-operation stages decide of one operation before bursts are known: the
+/// class both ways (in a burst or not), because bursts need every operation's retries.
+/// Its attempts and tree are dropped as soon as this is made. A row of a partial.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    pub class_without_burst: Class,
+    pub class_in_burst: Class,
+    pub first_multiplying_hop: Option<u16>,
+    pub funnel: Vec<u32>,
+    /// Every finding but the burst ones.
+    pub findings: Vec<Finding>,
+    pub first_start_ms: Millis,
+    pub last_finish_ms: Option<Millis>,
+    pub overlap_ms: Millis,
+    pub final_outcome: FinalOutcome,
 }
 
-/// What the per-operation pass accumulates, per worker, then concatenated in order.
+impl Pending {
+    pub fn total_attempts(&self) -> u64 {
+        self.funnel.iter().map(|&n| u64::from(n)).sum()
+    }
+
+    /// The operation's result once bursts are known: `burst_hops` are the hops where one of
+    /// its retries lies in a burst (sorted, none when it is in no burst).
+    pub fn resolve(&self, key: OperationKey, burst_hops: &[u16]) -> OperationResult {
+        let mut findings = self.findings.clone();
+        findings.extend(burst_hops.iter().map(|&hop| Finding {
+            kind: FindingKind::Burst,
+            hop,
+        }));
+        findings.sort_by_key(|f| (f.hop, f.kind));
+        OperationResult {
+            key,
+            class: if burst_hops.is_empty() {
+                self.class_without_burst
+            } else {
+                self.class_in_burst
+            },
+            first_multiplying_hop: self.first_multiplying_hop,
+            funnel: self.funnel.clone(),
+            findings,
+            first_start_ms: self.first_start_ms,
+            last_finish_ms: self.last_finish_ms,
+            overlap_ms: self.overlap_ms,
+            final_outcome: self.final_outcome,
+        }
+    }
+}
+
+/// What the per-operation pass gives for a set of operations, each named by an index the
+/// caller chose (the ingested operation table's, or the merge's): the rows before bursts,
+/// every retry start, the attempt columns and the counts.
 #[derive(Default)]
-struct Pass {
-    pending: Vec<Pending>,
-    attempts: AttemptColumns,
-    retries: Vec<(u16, RetryPoint)>,
-    duplicates: Vec<SourceRef>,
-    problems: Vec<(SourceRef, String)>,
-    unfinished_per_hop: Vec<u64>,
-    orphans_per_hop: Vec<u64>,
-    duplicate_effects: u64,
+pub struct Pass {
+    /// By operation index, in no particular order.
+    pub pending: Vec<(u32, Pending)>,
+    pub attempts: Vec<AttemptColumns>,
+    /// (hop, retry start) with the operation index in the point.
+    pub retries: Vec<(u16, RetryPoint)>,
+    pub duplicates: Vec<SourceRef>,
+    pub problems: Vec<(SourceRef, String)>,
+    pub unfinished_per_hop: Vec<u64>,
+    pub orphans_per_hop: Vec<u64>,
+    pub duplicate_effects: u64,
+    /// Operations set aside with their attempts because they have an unfinished attempt
+    /// and the trace end is not known yet (see [`TraceEnd::Local`]).
+    pub deferred: Vec<(u32, Vec<Attempt>)>,
+}
+
+/// One worker's share of a [`Pass`].
+#[derive(Default)]
+struct Worker {
+    pass: Pass,
+    columns: AttemptColumns,
     /// Reused between operations: their events, gathered and sorted.
     scratch: Vec<Event>,
+}
+
+/// Whether the partition knows where the whole trace ends. Unfinished attempts are active
+/// until the trace end, so it decides the overlap of operations with an unfinished attempt
+/// (and nothing else): a partition that only knows its own end sets those operations
+/// aside, with their attempts, for the merge to analyse with the end of all the input.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TraceEnd {
+    /// The end of all the input (one machine, or every worker reading everything).
+    Global(Millis),
+    /// The end of this partition's input only.
+    Local(Millis),
+}
+
+impl TraceEnd {
+    pub fn ms(self) -> Millis {
+        match self {
+            TraceEnd::Global(ms) | TraceEnd::Local(ms) => ms,
+        }
+    }
 }
 
 impl Pass {
     /// Concatenates the workers' passes in order, each list allocated once at its final
     /// size. The attempt columns are not copied: each worker's become chunks of the table.
-    fn concat(parts: Vec<Pass>) -> (Pass, Vec<AttemptColumns>) {
+    fn concat(parts: Vec<Worker>) -> Pass {
         let mut out = Pass::default();
         out.pending
-            .reserve_exact(parts.iter().map(|p| p.pending.len()).sum());
+            .reserve_exact(parts.iter().map(|p| p.pass.pending.len()).sum());
         out.retries
-            .reserve_exact(parts.iter().map(|p| p.retries.len()).sum());
-        let mut columns = Vec::with_capacity(parts.len());
-        for mut part in parts {
-            out.pending.append(&mut part.pending);
-            columns.push(std::mem::take(&mut part.attempts));
-            out.retries.append(&mut part.retries);
-            out.duplicates.append(&mut part.duplicates);
-            out.problems.append(&mut part.problems);
-            add_counts(&mut out.unfinished_per_hop, &part.unfinished_per_hop);
-            add_counts(&mut out.orphans_per_hop, &part.orphans_per_hop);
-            out.duplicate_effects += part.duplicate_effects;
+            .reserve_exact(parts.iter().map(|p| p.pass.retries.len()).sum());
+        for Worker {
+            mut pass, columns, ..
+        } in parts
+        {
+            out.pending.append(&mut pass.pending);
+            out.attempts.push(columns);
+            out.retries.append(&mut pass.retries);
+            out.duplicates.append(&mut pass.duplicates);
+            out.problems.append(&mut pass.problems);
+            out.deferred.append(&mut pass.deferred);
+            add_counts(&mut out.unfinished_per_hop, &pass.unfinished_per_hop);
+            add_counts(&mut out.orphans_per_hop, &pass.orphans_per_hop);
+            out.duplicate_effects += pass.duplicate_effects;
         }
-        (out, columns)
+        out
     }
+}
 
+impl Worker {
     /// Runs normalize → group → classify on one operation and keeps what is needed.
     /// `events`: the operation's events in canonical order.
-    fn add_operation(&mut self, op: u32, events: &[Event], rules: &Rules, trace_end_ms: Millis) {
+    fn add_operation(&mut self, op: u32, events: &[Event], rules: &Rules, trace_end: TraceEnd) {
         let mut normalized = normalize_operation(events);
-        self.duplicates.append(&mut normalized.duplicates);
-        self.problems.append(&mut normalized.problems);
-        self.add_attempts(op, &normalized.attempts, rules, trace_end_ms);
+        self.pass.duplicates.append(&mut normalized.duplicates);
+        self.pass.problems.append(&mut normalized.problems);
+        let unfinished = normalized.attempts.iter().any(|a| a.finish_ms.is_none());
+        if unfinished && matches!(trace_end, TraceEnd::Local(_)) {
+            self.pass.deferred.push((op, normalized.attempts));
+            return;
+        }
+        self.add_attempts(op, &normalized.attempts, rules, trace_end.ms());
     }
 
     /// Runs group → classify on one operation's attempts (in canonical order).
@@ -317,12 +403,13 @@ impl Pass {
         if attempts.is_empty() {
             return; // every event of it was a problem: no operation to report
         }
+        let pass = &mut self.pass;
         let tree = build_tree(attempts, rules, trace_end_ms);
         let facts = operation_facts(attempts, &tree, rules, trace_end_ms);
         for (a, role) in attempts.iter().zip(&facts.roles) {
-            self.attempts.push(a, *role);
+            self.columns.push(a, *role);
         }
-        self.retries.extend(facts.retry_starts.iter().map(|r| {
+        pass.retries.extend(facts.retry_starts.iter().map(|r| {
             (
                 r.hop,
                 RetryPoint {
@@ -333,29 +420,31 @@ impl Pass {
             )
         }));
         let hops = rules.hops.len();
-        self.unfinished_per_hop.resize(hops, 0);
-        self.orphans_per_hop.resize(hops, 0);
+        pass.unfinished_per_hop.resize(hops, 0);
+        pass.orphans_per_hop.resize(hops, 0);
         for (h, f) in facts.hops.iter().enumerate() {
-            self.unfinished_per_hop[h] += u64::from(f.unfinished);
-            self.orphans_per_hop[h] += u64::from(f.orphans);
-            self.duplicate_effects += u64::from(f.duplicate_effects);
+            pass.unfinished_per_hop[h] += u64::from(f.unfinished);
+            pass.orphans_per_hop[h] += u64::from(f.orphans);
+            pass.duplicate_effects += u64::from(f.duplicate_effects);
         }
-        self.pending.push(Pending {
+        pass.pending.push((
             op,
-            class_without_burst: classify(&facts, false),
-            class_in_burst: classify(&facts, true),
-            first_multiplying_hop: facts.first_multiplying_hop,
-            funnel: facts.hops.iter().map(|h| h.attempts).collect(),
-            findings: findings(&facts, &[]),
-            first_start_ms: facts.first_start_ms,
-            last_finish_ms: facts.last_finish_ms,
-            overlap_ms: facts.overlap_ms,
-            final_outcome: FinalOutcome::of(attempts, &tree),
-        });
+            Pending {
+                class_without_burst: classify(&facts, false),
+                class_in_burst: classify(&facts, true),
+                first_multiplying_hop: facts.first_multiplying_hop,
+                funnel: facts.hops.iter().map(|h| h.attempts).collect(),
+                findings: findings(&facts, &[]),
+                first_start_ms: facts.first_start_ms,
+                last_finish_ms: facts.last_finish_ms,
+                overlap_ms: facts.overlap_ms,
+                final_outcome: FinalOutcome::of(attempts, &tree),
+            },
+        ));
     }
 }
 
-fn add_counts(into: &mut Vec<u64>, from: &[u64]) {
+pub fn add_counts(into: &mut Vec<u64>, from: &[u64]) {
     if into.len() < from.len() {
         into.resize(from.len(), 0);
     }
@@ -364,73 +453,74 @@ fn add_counts(into: &mut Vec<u64>, from: &[u64]) {
     }
 }
 
-pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> anyhow::Result<Analysis> {
-    analyze_in_place(&mut ingested, rules, keep)
+/// The per-operation pass over one partition's events, before anything crosses
+/// operations: what a partial is made of.
+pub struct PartitionPass {
+    /// Operation indexes are those of the ingested operation table.
+    pub pass: Pass,
+    /// The operations asked for with [`Keep`] (worst first, then the named ones), with
+    /// their attempts; none of them is deferred.
+    pub kept: Vec<KeptAttempts>,
+    /// Valid events read.
+    pub events: u64,
+    pub trace_end: TraceEnd,
 }
 
-/// [`analyze`], leaving the operation table and strings in `ingested` for a second analysis
-/// of the same operations (a replay). Its events and diagnostics are taken.
-pub fn analyze_in_place(
+/// Runs the per-operation pass over every operation of `ingested` in parallel. Its events
+/// are taken; the operation table and strings stay for the caller, and the bad events the
+/// pass found are in `pass.problems`. `global`: this input is all the
+/// input, so its latest time is the trace end (else operations with an unfinished attempt
+/// are deferred).
+pub fn partition_pass(
     ingested: &mut Ingested,
     rules: &Rules,
     keep: &Keep,
-) -> anyhow::Result<Analysis> {
+    global: bool,
+) -> PartitionPass {
     let events = std::mem::take(&mut ingested.events);
     let event_count = events.len() as u64;
     // Under `--partition K/N` the other partitions' events count too: the trace end is
-    // the whole input's, so every row is the one a run over all operations gives.
-    let trace_end_ms = trace_end(&events).max(ingested.latest_elsewhere_ms.unwrap_or(0.0));
+    // the whole input's, so every row is the one a run over all operations gives, and
+    // nothing waits for the merge.
+    let end = trace_end(&events).max(ingested.latest_elsewhere_ms.unwrap_or(0.0));
+    let trace_end = if global || ingested.latest_elsewhere_ms.is_some() {
+        TraceEnd::Global(end)
+    } else {
+        TraceEnd::Local(end)
+    };
     let by_operation = ByOperation::new(&events, ingested.operations.len());
     // A few dozen workers' results: each becomes one chunk of the attempt table.
     let min_ops_per_worker = (ingested.operations.len() / 64).max(1024);
-    let pass = (0..ingested.operations.len())
+    let workers = (0..ingested.operations.len())
         .into_par_iter()
         .with_min_len(min_ops_per_worker)
-        .fold(Pass::default, |mut pass, op| {
-            let mut scratch = std::mem::take(&mut pass.scratch);
+        .fold(Worker::default, |mut worker, op| {
+            let mut scratch = std::mem::take(&mut worker.scratch);
             by_operation.sorted_events(&events, op, &mut scratch);
-            pass.add_operation(op as u32, &scratch, rules, trace_end_ms);
-            pass.scratch = scratch;
-            pass
+            worker.add_operation(op as u32, &scratch, rules, trace_end);
+            worker.scratch = scratch;
+            worker
         })
-        .collect::<Vec<Pass>>();
+        .collect::<Vec<Worker>>();
     crate::profile::note("per-operation pass");
-    let (mut pass, attempt_columns) = Pass::concat(pass);
+    let pass = Pass::concat(workers);
     crate::profile::note("concat");
     // The operations a report draws run the per-operation stages once more, while their
     // events are at hand: cheaper than keeping every operation's attempts and tree.
-    let chosen = choose_kept(&pass.pending, keep, ingested);
-    let kept_work: Vec<(u32, Vec<Attempt>)> = chosen
-        .iter()
-        .map(|&op| {
-            let mut own = Vec::new();
-            by_operation.sorted_events(&events, op as usize, &mut own);
-            (op, normalize_operation(&own).attempts)
-        })
-        .collect();
+    let kept = choose_kept(&pass.pending, keep, ingested, |op| {
+        let mut own = Vec::new();
+        by_operation.sorted_events(&events, op as usize, &mut own);
+        Some(normalize_operation(&own).attempts)
+    });
     drop(by_operation);
     drop(events);
     crate::profile::note("events dropped");
-    ingested
-        .diagnostics
-        .bad_sources_in_file_order(&ingested.files, std::mem::take(&mut pass.problems))?;
-    // Left empty: a second analysis of these operations has no bad lines of its own.
-    let diagnostics = std::mem::replace(
-        &mut ingested.diagnostics,
-        Diagnostics::new(BadInputPolicy::Report),
-    );
-    finish(
+    PartitionPass {
         pass,
-        attempt_columns,
-        kept_work,
-        ingested,
-        rules,
-        Totals {
-            diagnostics,
-            events: event_count,
-            trace_end_ms,
-        },
-    )
+        kept,
+        events: event_count,
+        trace_end,
+    }
 }
 
 /// The latest time anywhere in the events: where unfinished attempts are still active.
@@ -441,227 +531,133 @@ pub fn trace_end(events: &[Event]) -> Millis {
         .reduce(|| 0.0, Millis::max)
 }
 
-/// Analyses attempts that were not read but made: each operation's attempts (index into
-/// `ingested`'s operation table, attempts in canonical order) go through the same
-/// group → classify → burst → result stages as read ones. A replay's attempts come here.
-/// `events`: what the summary reports as events read; `trace_end_ms`: where unfinished
-/// attempts are still active.
-pub fn analyze_attempts(
+/// Runs group → classify over attempts that were made, not read (a replay's), or set aside
+/// until the trace end was known (a partial's deferred operations): each operation, named
+/// by the caller's index, with its attempts in canonical order.
+pub fn attempts_pass(
+    operations: &[(u32, Vec<Attempt>)],
+    rules: &Rules,
+    trace_end_ms: Millis,
+) -> Pass {
+    let min_ops_per_worker = (operations.len() / 64).max(1024);
+    let workers = operations
+        .par_iter()
+        .with_min_len(min_ops_per_worker)
+        .fold(Worker::default, |mut worker, (op, attempts)| {
+            worker.add_attempts(*op, attempts, rules, trace_end_ms);
+            worker
+        })
+        .collect::<Vec<Worker>>();
+    Pass::concat(workers)
+}
+
+/// [`attempts_pass`] over a replay's attempts (indexes into `ingested`'s operation table),
+/// with the operations asked for with [`Keep`].
+pub fn attempts_partition_pass(
     ingested: &Ingested,
     operations: &[(u32, Vec<Attempt>)],
     rules: &Rules,
     keep: &Keep,
     events: u64,
     trace_end_ms: Millis,
-) -> anyhow::Result<Analysis> {
-    let min_ops_per_worker = (operations.len() / 64).max(1024);
-    let pass = operations
-        .par_iter()
-        .with_min_len(min_ops_per_worker)
-        .fold(Pass::default, |mut pass, (op, attempts)| {
-            pass.add_attempts(*op, attempts, rules, trace_end_ms);
-            pass
-        })
-        .collect::<Vec<Pass>>();
-    let (pass, attempt_columns) = Pass::concat(pass);
-    let chosen = choose_kept(&pass.pending, keep, ingested);
-    let kept_work = chosen
-        .iter()
-        .filter_map(|&op| {
-            let (_, attempts) = operations.iter().find(|(o, _)| *o == op)?;
-            Some((op, attempts.clone()))
-        })
-        .collect();
-    finish(
+) -> PartitionPass {
+    let pass = attempts_pass(operations, rules, trace_end_ms);
+    let kept = choose_kept(&pass.pending, keep, ingested, |op| {
+        let (_, attempts) = operations.iter().find(|(o, _)| *o == op)?;
+        Some(attempts.clone())
+    });
+    PartitionPass {
         pass,
-        attempt_columns,
-        kept_work,
-        ingested,
-        rules,
-        Totals {
-            diagnostics: Diagnostics::new(BadInputPolicy::Report),
-            events,
-            trace_end_ms,
-        },
-    )
-}
-
-/// What the two ways into the analysis know beside the per-operation pass.
-struct Totals {
-    diagnostics: Diagnostics,
-    events: u64,
-    trace_end_ms: Millis,
-}
-
-/// The cross-operation part of the analysis: bursts, the class each operation gets once
-/// bursts are known, and the kept operations' trees.
-fn finish(
-    pass: Pass,
-    attempt_columns: Vec<AttemptColumns>,
-    kept_work: Vec<(u32, Vec<Attempt>)>,
-    ingested: &Ingested,
-    rules: &Rules,
-    totals: Totals,
-) -> anyhow::Result<Analysis> {
-    let Totals {
-        diagnostics,
-        events: event_count,
-        trace_end_ms,
-    } = totals;
-    let attempts = AttemptTable::from_parts(attempt_columns)?;
-    let Pass {
-        pending,
-        retries,
-        mut duplicates,
-        mut unfinished_per_hop,
-        mut orphans_per_hop,
-        duplicate_effects,
-        ..
-    } = pass;
-    unfinished_per_hop.resize(rules.hops.len(), 0);
-    orphans_per_hop.resize(rules.hops.len(), 0);
-
-    let bursts = detect_bursts(retries, rules);
-    let mut burst_hops: Vec<(u32, u16)> = bursts
-        .iter()
-        .flat_map(|b| b.ops.iter().map(move |&op| (op, b.hop)))
-        .collect();
-    burst_hops.sort_unstable();
-    burst_hops.dedup();
-    let burst_operations = bursts
-        .iter()
-        .map(|b| {
-            let mut keys: Vec<OperationKey> =
-                b.ops.iter().map(|&op| ingested.operation_key(op)).collect();
-            keys.sort();
-            keys
-        })
-        .collect();
-
-    duplicates.sort_unstable();
-    let duplicate_examples = duplicates
-        .iter()
-        .take(DUPLICATES_LISTED)
-        .map(|&d| ingested.location(d))
-        .collect();
-
-    let mut operations: Vec<(u32, OperationResult)> = pending
-        .into_par_iter()
-        .map(|p| {
-            let from = burst_hops.partition_point(|&(op, _)| op < p.op);
-            let to = burst_hops.partition_point(|&(op, _)| op <= p.op);
-            let mut findings = p.findings;
-            findings.extend(burst_hops[from..to].iter().map(|&(_, hop)| Finding {
-                kind: FindingKind::Burst,
-                hop,
-            }));
-            findings.sort_by_key(|f| (f.hop, f.kind));
-            let result = OperationResult {
-                key: ingested.operation_key(p.op),
-                class: if from < to {
-                    p.class_in_burst
-                } else {
-                    p.class_without_burst
-                },
-                first_multiplying_hop: p.first_multiplying_hop,
-                funnel: p.funnel,
-                findings,
-                first_start_ms: p.first_start_ms,
-                last_finish_ms: p.last_finish_ms,
-                overlap_ms: p.overlap_ms,
-                final_outcome: p.final_outcome,
-            };
-            (p.op, result)
-        })
-        .collect();
-    operations.par_sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
-    let resolve = |sym: Option<u32>| sym.map(|s| ingested.strings.resolve(s).into());
-    let kept = kept_work
-        .into_iter()
-        .filter_map(|(op, attempts)| {
-            let result = operations.iter().find(|(o, _)| *o == op)?.1.clone();
-            let tree = build_tree(&attempts, rules, trace_end_ms);
-            let roles = operation_facts(&attempts, &tree, rules, trace_end_ms).roles;
-            Some(KeptOperation {
-                op,
-                result,
-                targets: attempts.iter().map(|a| resolve(a.target)).collect(),
-                message_ids: attempts.iter().map(|a| resolve(a.message_id)).collect(),
-                attempts,
-                tree,
-                roles,
-            })
-        })
-        .collect();
-    let operations: Vec<OperationResult> = operations.into_iter().map(|(_, r)| r).collect();
-    crate::profile::note("results");
-
-    Ok(Analysis {
-        operations,
-        attempts,
-        bursts,
-        burst_operations,
-        diagnostics,
-        duplicate_events: duplicates.len() as u64,
-        duplicate_examples,
-        duplicate_effects,
-        unfinished_per_hop,
-        orphans_per_hop,
-        files: ingested.files.clone(),
-        lines_read: ingested.lines_read,
-        events: event_count,
-        trace_end_ms,
         kept,
-    })
+        events,
+        trace_end: TraceEnd::Global(trace_end_ms),
+    }
 }
 
-/// The operations whose attempts to keep, by index into the operation table: the worst
-/// ones in [`worst_first`] order, or the ones asked for.
-fn choose_kept(pending: &[Pending], keep: &Keep, ingested: &Ingested) -> Vec<u32> {
-    match keep {
-        Keep::Operations(ops) => ops
-            .iter()
-            .copied()
-            .filter(|op| pending.iter().any(|p| p.op == *op))
-            .collect(),
-        Keep::WorstAnd(n, also) => {
-            let mut ops = choose_kept(pending, &Keep::Worst(*n), ingested);
-            let extra = choose_kept(pending, &Keep::Operations(also.clone()), ingested);
-            ops.extend(
-                extra
-                    .into_iter()
-                    .filter(|op| !ops.contains(op))
-                    .collect::<Vec<_>>(),
-            );
-            ops
-        }
-        Keep::Worst(0) => Vec::new(),
-        Keep::Worst(n) => {
-            let total = |p: &Pending| p.funnel.iter().map(|&a| u64::from(a)).sum::<u64>();
-            let key = |p: &Pending| {
-                let (run, id) = ingested.operations[p.op as usize];
-                (
-                    run.map(|r| ingested.strings.resolve(r)),
-                    ingested.strings.resolve(id),
-                )
-            };
-            let by_worst = |a: &&Pending, b: &&Pending| {
-                worst_order((total(a), a.overlap_ms), (total(b), b.overlap_ms), || {
-                    (key(a), key(b))
-                })
-            };
-            let mut all: Vec<&Pending> = pending.iter().collect();
-            if *n < all.len() {
-                all.select_nth_unstable_by(*n - 1, by_worst);
-                all.truncate(*n);
-            }
-            all.sort_by(by_worst);
-            all.into_iter().map(|p| p.op).collect()
+/// One operation kept with its attempts, and why.
+#[derive(Debug, Clone)]
+pub struct KeptAttempts {
+    /// Index into the operation table.
+    pub op: u32,
+    /// In canonical order.
+    pub attempts: Vec<Attempt>,
+    /// Among this partition's worst operations (a candidate for the merge's worst ones).
+    pub worst: bool,
+    /// Asked for by index ([`Keep::Operations`]): kept whatever its rank.
+    pub asked: bool,
+}
+
+impl Keep {
+    /// How many worst operations, and which operations by index.
+    pub fn parts(&self) -> (usize, &[u32]) {
+        match self {
+            Keep::Worst(n) => (*n, &[]),
+            Keep::Operations(ops) => (0, ops),
+            Keep::WorstAnd(n, ops) => (*n, ops),
         }
     }
 }
 
-fn detect_bursts(retries: Vec<(u16, RetryPoint)>, rules: &Rules) -> Vec<Burst> {
+/// The operations whose attempts to keep: the worst ones in [`worst_first`] order, then
+/// the ones asked for, each with its attempts from `attempts_of`.
+fn choose_kept(
+    pending: &[(u32, Pending)],
+    keep: &Keep,
+    ingested: &Ingested,
+    mut attempts_of: impl FnMut(u32) -> Option<Vec<Attempt>>,
+) -> Vec<KeptAttempts> {
+    let (n, asked) = keep.parts();
+    let mut chosen: Vec<u32> = worst_of(pending, n, ingested);
+    let worst = chosen.len();
+    for &op in asked {
+        if !chosen.contains(&op) && pending.iter().any(|p| p.0 == op) {
+            chosen.push(op);
+        }
+    }
+    chosen
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, op)| {
+            Some(KeptAttempts {
+                op,
+                attempts: attempts_of(op)?,
+                worst: i < worst,
+                asked: asked.contains(&op),
+            })
+        })
+        .collect()
+}
+
+/// The `n` worst operations, by index into the operation table, in [`worst_first`] order.
+fn worst_of(pending: &[(u32, Pending)], n: usize, ingested: &Ingested) -> Vec<u32> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let key = |op: u32| {
+        let (run, id) = ingested.operations[op as usize];
+        (
+            run.map(|r| ingested.strings.resolve(r)),
+            ingested.strings.resolve(id),
+        )
+    };
+    let by_worst = |a: &&(u32, Pending), b: &&(u32, Pending)| {
+        worst_order(
+            (a.1.total_attempts(), a.1.overlap_ms),
+            (b.1.total_attempts(), b.1.overlap_ms),
+            || (key(a.0), key(b.0)),
+        )
+    };
+    let mut all: Vec<&(u32, Pending)> = pending.iter().collect();
+    if n < all.len() {
+        all.select_nth_unstable_by(n - 1, by_worst);
+        all.truncate(n);
+    }
+    all.sort_by(by_worst);
+    all.into_iter().map(|p| p.0).collect()
+}
+
+/// The bursts over every retry start, at each hop.
+pub fn detect_bursts(retries: Vec<(u16, RetryPoint)>, rules: &Rules) -> Vec<Burst> {
     let mut per_hop: Vec<Vec<RetryPoint>> = vec![Vec::new(); rules.hops.len()];
     for (hop, point) in retries {
         per_hop[hop as usize].push(point);

@@ -47,6 +47,11 @@ pub enum Command {
     /// replayed run. See docs/replay.md.
     #[command(after_help = ANALYZE_EXIT_CODES)]
     Replay(ReplayArgs),
+    /// Finish an analysis split into partitions: merge the partials that
+    /// `analyze --format partial` wrote (one per share of the operations) into the report,
+    /// the gate and the exit code of one run over all their input. See docs/scale.md.
+    #[command(after_help = ANALYZE_EXIT_CODES)]
+    Merge(MergeArgs),
     /// Compare two runs (before and after a fix, a pull request against a baseline): each
     /// side is attempt logs or a summary saved with `analyze --format json`. `--fail-on`
     /// takes change conditions such as 'amplification@dependency increased > 10%'.
@@ -117,7 +122,7 @@ pub struct InputArgs {
 }
 
 /// How inputs are read, whichever they are (`diff` names its two inputs its own way).
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct InputOptions {
     /// Format of text inputs. 'auto' looks at each file's first line (a JSON document the
     /// line does not close is read whole). Compression and
@@ -192,7 +197,7 @@ pub struct InputOptions {
 
 /// The classification rules' settings, shared by `analyze` and `show` so that both see an
 /// operation the same way.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct RuleArgs {
     /// Attempt budget of a hop: the most attempts allowed per line, as HOP=N. Repeatable.
     /// Default: 3 for every hop (one original and two retries).
@@ -277,6 +282,58 @@ pub struct AnalyzeArgs {
     /// lines are reported by partition 0 only, so that they count once in a merge.
     #[arg(long, value_name = "K/N")]
     pub partition: Option<crate::model::Partition>,
+
+    #[command(flatten)]
+    pub style: StyleArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Partials written by `attempt-funnel analyze --format partial`, plain or compressed
+    /// with gzip or zstd (detected from the content). A directory means every file under it
+    /// (hidden ones skipped); a quoted glob pattern such as 'parts/*.partial.zst' is
+    /// expanded. With none, or with '-', they are read from standard input, where several
+    /// partials may follow each other.
+    #[arg(value_name = "PARTIAL")]
+    pub files: Vec<PathBuf>,
+
+    /// Output format (every format of `analyze` but 'partial').
+    #[arg(long, short = 'f', value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
+
+    /// Write the report to FILE instead of standard output ('-' is standard output).
+    /// Required by '--format parquet'.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Fail (exit 1) when this condition holds, as for `analyze`. Repeatable; replaces a
+    /// policy condition on the same metric. See docs/ci.md for the grammar.
+    #[arg(long, value_name = "CONDITION")]
+    pub fail_on: Vec<String>,
+
+    /// Policy file (TOML): its failure conditions apply here. Its rule settings (hops,
+    /// budgets, deadlines, overlap and queue hops, burst parameters) must be those the
+    /// partials were made with, or the merge stops and names the one that differs.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+
+    /// Report breached thresholds but exit 0, to roll a gate out before enforcing it.
+    #[arg(long)]
+    pub report_only: bool,
+
+    /// Let the gate pass over partials without a single valid attempt. Without it, failure
+    /// conditions over zero operations exit 2 ("no attempts read").
+    #[arg(long)]
+    pub allow_empty: bool,
+
+    /// Write the gate's thresholds as JUnit XML to FILE. '-' is standard output, when the
+    /// report goes to --output FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
+    /// How many of the worst operations the summary lists with their funnels.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
 
     #[command(flatten)]
     pub style: StyleArgs,
@@ -399,9 +456,10 @@ pub struct ConvertArgs {
     pub policy: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, ValueEnum)]
 pub enum InputFormatArg {
     /// Each file's format from its first line.
+    #[default]
     Auto,
     /// Attempt events, one JSON object per line.
     Jsonl,
@@ -432,6 +490,9 @@ pub enum FormatArg {
     Parquet,
     /// A self-contained HTML page with charts and attempt timelines (incident reviews).
     Html,
+    /// `analyze` only: this partition's result before the merge, one JSON object per line,
+    /// for `attempt-funnel merge` (docs/scale.md).
+    Partial,
 }
 
 #[derive(Debug, Args)]

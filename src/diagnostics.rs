@@ -15,7 +15,8 @@ use crate::words::{count, counted, noun};
 pub const ISSUES_SHOWN: usize = 10;
 
 /// What to do with a bad input line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum BadInputPolicy {
     /// Report each, go on with the good lines, exit 2 at the end.
     Report,
@@ -27,7 +28,7 @@ pub enum BadInputPolicy {
 
 /// A bad input line, as `path:line: message`, or `path:line:column: message` where the
 /// column is known (a JSON document that breaks off mid-line).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct InputIssue {
     pub path: String,
     pub line: u64,
@@ -139,6 +140,18 @@ impl Diagnostics {
             self.issues.push(issue);
         }
         Ok(())
+    }
+
+    /// Bad lines another run recorded (a partition's, read back from its partial): the
+    /// ones it kept are kept in order while there is room, and all of them are counted.
+    pub fn add_recorded(&mut self, shown: &[InputIssue], total: u64) {
+        let room = ISSUES_SHOWN.saturating_sub(self.issues.len());
+        self.issues.extend(shown.iter().take(room).cloned());
+        self.total += total;
+    }
+
+    pub fn policy(&self) -> BadInputPolicy {
+        self.policy
     }
 
     /// The first [`ISSUES_SHOWN`] bad lines recorded so far.

@@ -23,6 +23,7 @@ mod model;
 mod normalize;
 mod paint;
 mod panics;
+mod partial;
 mod policy;
 mod profile;
 mod replay;
@@ -93,6 +94,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Show(args) => show(show_config(args)?),
         Command::Replay(args) => replay(args),
         Command::Diff(args) => diff(args),
+        Command::Merge(args) => merge(args),
         Command::Completions(args) => {
             // Into a buffer first: clap_complete panics on a write error such as a closed
             // pipe; write_output reports it instead.
@@ -248,20 +250,188 @@ fn junit_on_error(
 const NO_ATTEMPTS: &str = "no attempts read, so no condition could be checked: the input holds no valid attempt event (pass --allow-empty if an empty input is fine)";
 
 fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
+    if config.format == OutputFormat::Partial {
+        return write_partial(config);
+    }
     let mut stages = profile::Stages::from_env();
     let ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
     stages.mark("ingest");
     // The worst operations keep their attempts for the timelines.
     let keep = analysis::Keep::Worst(config.top.min(summary::TIMELINES_DRAWN));
-    let analysis = analysis::analyze(ingested, &config.rules, &keep)?;
+    let analysis = partial::analyze(ingested, &config.rules, &keep)?;
     stages.mark("normalize+group+classify");
-    let summary = summary::summarize(&analysis, &config.rules, config.top)?;
+    report_run(&config, &analysis, stages)
+}
+
+/// `analyze --format partial`: this partition's result, before the merge. It keeps the
+/// attempts of its [`summary::TIMELINES_DRAWN`] worst operations whatever `--top` is (the
+/// merge's `--top` decides), and defers operations with an unfinished attempt: only the
+/// merge knows where all the input ends. The gate runs at the merge.
+fn write_partial(config: AnalyzeConfig) -> Result<i32> {
+    if config
+        .gate
+        .conditions
+        .iter()
+        .any(|c| c.origin == Origin::Flag)
+        || config.gate.junit.is_some()
+    {
+        anyhow::bail!(
+            "--fail-on and --junit apply to the whole run: give them to `attempt-funnel merge`, which gates the merged partials"
+        );
+    }
+    let mut ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
+    let keep = analysis::Keep::Worst(summary::TIMELINES_DRAWN);
+    let partial = partial::build(&mut ingested, &config.rules, &keep, false)?;
+    let mut out = std::io::BufWriter::new(open_output(&config.output)?);
+    partial::format::write(&partial, &mut out)
+        .with_context(|| format!("could not write the partial to {}", config.output.display()))?;
+    Ok(partial::merge::diagnostics(std::slice::from_ref(&partial)).report())
+}
+
+/// `merge`: partials → the merged analysis → the same report, gate and exit code as one
+/// `analyze` run over all their input.
+fn merge(args: cli::MergeArgs) -> Result<i32> {
+    let (junit, report_only) = (
+        args.junit.clone().map(OutputTarget::from_flag),
+        args.report_only,
+    );
+    junit_on_error(junit, report_only, merge_run(args))
+}
+
+fn merge_run(args: cli::MergeArgs) -> Result<i32> {
+    let mut stages = profile::Stages::from_env();
+    let (config, parts) = merge_config(args)?;
+    stages.mark("read partials");
+    let analysis = partial::merge(
+        parts,
+        &config.rules,
+        config.top.min(summary::TIMELINES_DRAWN),
+    )?;
+    stages.mark("merge");
+    report_run(&config, &analysis, stages)
+}
+
+/// Reads the partials and resolves the merge's configuration: the rules are those the
+/// partials were made with (the first one's; the merge refuses others), the gate's
+/// conditions come from the flags and the policy file.
+fn merge_config(args: cli::MergeArgs) -> Result<(AnalyzeConfig, Vec<partial::Partial>)> {
+    let cli::MergeArgs {
+        files,
+        format,
+        output,
+        fail_on,
+        policy: policy_path,
+        report_only,
+        allow_empty,
+        junit,
+        top,
+        style: style_args,
+    } = args;
+    if matches!(format, FormatArg::Partial) {
+        anyhow::bail!(OutputFormat::Partial.refusal().unwrap_or_default());
+    }
+    let paths = input_paths(files);
+    let parts = read_partials(&paths)?;
+    let first = &parts[0];
+    let rules = first
+        .rules
+        .rules()
+        .with_context(|| format!("invalid partial '{}'", first.origin))?;
+    let policy = match &policy_path {
+        Some(path) => {
+            let policy = policy::load(path)?;
+            check_policy_rules(&rules, &policy, path, &first.origin)?;
+            policy
+        }
+        None => policy::Policy::default(),
+    };
+    let analyze_args = AnalyzeArgs {
+        input: InputArgs {
+            files: Vec::new(),
+            options: cli::InputOptions::default(),
+        },
+        rules: cli::RuleArgs::default(),
+        partition: None,
+        format,
+        output,
+        fail_on,
+        report_only,
+        allow_empty,
+        junit,
+        top,
+        style: style_args,
+    };
+    let mut config = analyze_config_with(analyze_args, &policy, policy_path.as_deref(), rules)?;
+    config.input.paths = paths;
+    Ok((config, parts))
+}
+
+/// Every partial in the inputs, in order (a stream may hold several).
+fn read_partials(paths: &[InputPath]) -> Result<Vec<partial::Partial>> {
+    let ingest::source::Resolved { inputs, notes } = ingest::source::resolve(paths)?;
+    for note in notes {
+        eprintln!("attempt-funnel: {note}");
+    }
+    let progress = ingest::progress::Progress::new(false, None);
+    let mut parts = Vec::new();
+    for input in &inputs {
+        match ingest::source::open(input, &progress.counter())? {
+            ingest::source::Content::Lines(reader) => parts.extend(partial::format::read(
+                &input.name,
+                std::io::BufReader::with_capacity(1 << 20, reader),
+            )?),
+            ingest::source::Content::Parquet(_) => anyhow::bail!(
+                "'{}' is a Parquet file, not a partial: give merge the files written by attempt-funnel analyze --format partial",
+                input.name
+            ),
+        }
+    }
+    Ok(parts)
+}
+
+/// A policy given to `merge` may not change a rule the partials were made under: applied
+/// over their rules, it must leave every setting as it was.
+fn check_policy_rules(
+    rules: &Rules,
+    policy: &policy::Policy,
+    path: &Path,
+    partial: &str,
+) -> Result<()> {
+    let invalid = || format!("invalid policy '{}'", path.display());
+    let mut applied = rules.clone();
+    if let Some(hops) = &policy.hops {
+        applied.hops = HopOrder::new(hops.clone()).with_context(invalid)?;
+    }
+    if applied.hops == rules.hops {
+        policy.check_hops(&rules.hops).with_context(invalid)?;
+        if let Some(queues) = &policy.queue_hops {
+            applied.queue_hops = rules.hop_flags("policy queue_hops", queues)?;
+        }
+        apply_policy_rules(&mut applied, policy)?;
+    }
+    let ours = partial::RulesFingerprint::of(rules);
+    if let Some(difference) = ours.difference(&partial::RulesFingerprint::of(&applied)) {
+        anyhow::bail!(
+            "the policy '{}' sets other rules than the partials were made with, so the merge would not be the analysis they describe: {difference} (the partials' ('{partial}'), then the policy's); give the partials' analysis the same policy",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// The report, the gate and the exit code of an analysis (read and analysed, or merged).
+fn report_run(
+    config: &AnalyzeConfig,
+    analysis: &analysis::Analysis,
+    mut stages: profile::Stages,
+) -> Result<i32> {
+    let summary = summary::summarize(analysis, &config.rules, config.top)?;
     stages.mark("summary");
     let verdict = (!config.gate.conditions.is_empty()).then(|| {
         gate::evaluate(
             &config.gate.conditions,
             &summary,
-            &analysis,
+            analysis,
             &config.rules.hops,
             config.gate.report_only,
         )
@@ -272,12 +442,12 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
             config.format,
             &summary,
             verdict.as_ref(),
-            &analysis,
+            analysis,
             &config.rules,
             &config.style,
         )?),
     };
-    let code = conclude(report, verdict.as_ref(), &config, &[&analysis]);
+    let code = conclude(report, verdict.as_ref(), config, &[analysis]);
     stages.mark("report");
     code
 }
@@ -459,16 +629,26 @@ fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
     let changes = change_conditions(&mut args.analyze.fail_on, &hops)?;
     let (candidate_path, seed) = (args.candidate.clone(), args.seed);
     let config = analyze_config(args.analyze)?;
+    if let Some(why) = config.format.refusal() {
+        anyhow::bail!(why);
+    }
     let rules = &config.rules;
     let candidate = replay::candidate::load(&candidate_path, &rules.hops)?;
     let mut ingested = ingest::read_inputs(&config.input, &rules.hops)?;
     let prepared = replay::prepare(&ingested, rules);
     let drawn = config.top.min(summary::TIMELINES_DRAWN);
-    let observed = analysis::analyze_in_place(&mut ingested, rules, &analysis::Keep::Worst(drawn))?;
+    let observed = partial::analyze_in_place(&mut ingested, rules, &analysis::Keep::Worst(drawn))?;
     let replayed_run = replay::run(&prepared, &candidate, seed, rules, &mut ingested.strings)?;
     drop(prepared);
-    let observed_worst = observed.kept.iter().map(|k| k.op).collect();
-    let replayed = analysis::analyze_attempts(
+    let observed_worst = observed
+        .kept
+        .iter()
+        .filter_map(|k| {
+            let key = &k.result.key;
+            select::find_operation(&ingested, &key.operation_id, key.test_run_id.as_deref()).ok()
+        })
+        .collect();
+    let replayed = partial::analyze_attempts(
         &ingested,
         &replayed_run.operations,
         rules,
@@ -594,7 +774,7 @@ fn diff_side(
         })
         .collect();
     let drawn = config.top.min(summary::TIMELINES_DRAWN);
-    let analysis = analysis::analyze(
+    let analysis = partial::analyze(
         ingested,
         &config.rules,
         &analysis::Keep::WorstAnd(drawn, ops),
@@ -636,6 +816,9 @@ fn diff_run(args: cli::DiffArgs) -> Result<i32> {
     let hops = hops_for(&analyze_args)?;
     let changes = change_conditions(&mut analyze_args.fail_on, &hops)?;
     let config = analyze_config(analyze_args)?;
+    if let Some(why) = config.format.refusal() {
+        anyhow::bail!(why);
+    }
     let rules = &config.rules;
     let first = diff_side(&args.before, &config, &[])?;
     let worst: Vec<model::OperationKey> = first
@@ -689,7 +872,7 @@ fn show(config: ShowConfig) -> Result<i32> {
     };
     let shown = summary::display_operation_key(&ingested.operation_key(op));
     let keep = analysis::Keep::Operations(vec![op]);
-    let analysis = analysis::analyze(ingested, &config.rules, &keep)?;
+    let analysis = partial::analyze(ingested, &config.rules, &keep)?;
     let input_code = analysis.diagnostics.report();
     let Some(view) = summary::operation_view(&analysis, &config.rules) else {
         anyhow::bail!(
@@ -749,11 +932,8 @@ fn write_output(target: &OutputTarget, bytes: &[u8]) -> Result<()> {
     }
 }
 
-fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Result<InputConfig> {
-    let InputArgs {
-        files,
-        options: args,
-    } = args;
+/// The inputs named on the command line: `-` is standard input, and so is no input at all.
+fn input_paths(files: Vec<std::path::PathBuf>) -> Vec<InputPath> {
     let mut paths: Vec<InputPath> = files
         .into_iter()
         .map(|p| {
@@ -767,6 +947,15 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
     if paths.is_empty() {
         paths.push(InputPath::Stdin);
     }
+    paths
+}
+
+fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Result<InputConfig> {
+    let InputArgs {
+        files,
+        options: args,
+    } = args;
+    let paths = input_paths(files);
     let mut spans = SpanMapping::new(&rules.hops, rules.queue_hops.clone());
     let from_policy: Vec<String> = policy
         .hop_map
@@ -917,39 +1106,18 @@ fn base_rules(
 /// Resolves the rules: defaults, then the policy file, then flags.
 fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
     let mut rules = base_rules(&args.input.options, policy, args.rules.policy.as_deref())?;
-    let policy_budgets: Vec<String> = policy
-        .budgets
-        .iter()
-        .map(|(hop, n)| format!("{hop}={n}"))
-        .collect();
-    rules
-        .set_budgets(&policy_budgets)
-        .context("in the policy's [budgets]")?;
+    apply_policy_rules(&mut rules, policy)?;
     rules.set_budgets(&args.rules.budget)?;
-    let policy_deadlines: Vec<String> = policy
-        .deadlines
-        .iter()
-        .map(|(hop, ms)| format!("{hop}={ms}"))
-        .collect();
-    rules.set_deadlines("policy [deadlines]", &policy_deadlines)?;
     rules.set_deadlines("--deadline", &args.rules.deadline)?;
-    let overlap_hops: Vec<String> = policy
-        .allow_overlap
-        .iter()
-        .chain(&args.rules.allow_overlap)
-        .cloned()
-        .collect();
-    rules.overlap_allowed = rules.hop_flags("--allow-overlap", &overlap_hops)?;
-    let window = args
-        .rules
-        .burst_window
-        .or(policy.burst.window_ms)
-        .unwrap_or(rules::DEFAULT_BURST_WINDOW_MS);
-    let min_ops = args
-        .rules
-        .burst_min_ops
-        .or(policy.burst.min_ops)
-        .unwrap_or(rules::DEFAULT_BURST_MIN_OPS);
+    for (h, allowed) in rules
+        .hop_flags("--allow-overlap", &args.rules.allow_overlap)?
+        .into_iter()
+        .enumerate()
+    {
+        rules.overlap_allowed[h] |= allowed;
+    }
+    let window = args.rules.burst_window.unwrap_or(rules.burst.window_ms);
+    let min_ops = args.rules.burst_min_ops.unwrap_or(rules.burst.min_ops);
     if !(window.is_finite() && window > 0.0) {
         anyhow::bail!(
             "--burst-window must be a positive number of milliseconds, e.g. --burst-window 50"
@@ -963,12 +1131,56 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
     Ok(rules)
 }
 
+/// The policy file's budgets, deadlines, hops allowed to overlap and burst parameters, over
+/// `rules` (whose hop order and queue hops are already set).
+fn apply_policy_rules(rules: &mut Rules, policy: &policy::Policy) -> Result<()> {
+    let policy_budgets: Vec<String> = policy
+        .budgets
+        .iter()
+        .map(|(hop, n)| format!("{hop}={n}"))
+        .collect();
+    rules
+        .set_budgets(&policy_budgets)
+        .context("in the policy's [budgets]")?;
+    let policy_deadlines: Vec<String> = policy
+        .deadlines
+        .iter()
+        .map(|(hop, ms)| format!("{hop}={ms}"))
+        .collect();
+    rules.set_deadlines("policy [deadlines]", &policy_deadlines)?;
+    for (h, allowed) in rules
+        .hop_flags("--allow-overlap", &policy.allow_overlap)?
+        .into_iter()
+        .enumerate()
+    {
+        rules.overlap_allowed[h] |= allowed;
+    }
+    if let Some(window) = policy.burst.window_ms {
+        rules.burst.window_ms = window;
+    }
+    if let Some(min_ops) = policy.burst.min_ops {
+        rules.burst.min_ops = min_ops;
+    }
+    Ok(())
+}
+
 fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
     let policy = match &args.rules.policy {
         Some(path) => policy::load(path)?,
         None => policy::Policy::default(),
     };
     let rules = resolve_rules(&args, &policy)?;
+    let policy_path = args.rules.policy.clone();
+    analyze_config_with(args, &policy, policy_path.as_deref(), rules)
+}
+
+/// [`analyze_config`] with the policy read and the rules resolved.
+fn analyze_config_with(
+    args: AnalyzeArgs,
+    policy: &policy::Policy,
+    policy_path: Option<&Path>,
+    rules: Rules,
+) -> Result<AnalyzeConfig> {
     let parse_all = |texts: &[String], origin| -> Result<Vec<Condition>> {
         texts
             .iter()
@@ -976,7 +1188,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
             .collect()
     };
     let from_policy = parse_all(&policy.fail_on, Origin::Policy).with_context(|| {
-        let path = args.rules.policy.as_deref().unwrap_or(Path::new("-"));
+        let path = policy_path.unwrap_or(Path::new("-"));
         format!("invalid policy '{}': fail_on", path.display())
     })?;
     let from_flags = parse_all(&args.fail_on, Origin::Flag).context("in --fail-on")?;
@@ -991,7 +1203,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
         );
     }
     let style = style(&args.style, &output);
-    let mut input = input_config(args.input, &rules, &policy)?;
+    let mut input = input_config(args.input, &rules, policy)?;
     input.partition = args.partition;
     Ok(AnalyzeConfig {
         stderr_color: color_for(args.style.color, std::io::stderr().is_terminal()),
@@ -1005,6 +1217,7 @@ fn analyze_config(args: AnalyzeArgs) -> Result<AnalyzeConfig> {
             FormatArg::Markdown => OutputFormat::Markdown,
             FormatArg::Parquet => OutputFormat::Parquet,
             FormatArg::Html => OutputFormat::Html,
+            FormatArg::Partial => OutputFormat::Partial,
         },
         output,
         top: args.top,

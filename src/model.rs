@@ -445,6 +445,16 @@ pub struct OperationKey {
     pub operation_id: Box<str>,
 }
 
+/// `run/op` as every report writes it, or `op` alone without a test run.
+impl std::fmt::Display for OperationKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.test_run_id {
+            Some(run) => write!(f, "{run}/{}", self.operation_id),
+            None => f.write_str(&self.operation_id),
+        }
+    }
+}
+
 /// Which of `n` partitions an operation belongs to: FNV-1a (64-bit) over the test run's
 /// bytes, one 0xFF byte (never part of UTF-8 text, so `("a", "bc")` and `("ab", "c")`
 /// differ), then the operation ID's bytes, modulo `n`. Without a test run, the hash starts

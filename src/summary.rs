@@ -18,9 +18,6 @@ use crate::timeline::{AttemptsOverTime, OperationTimeline};
 /// Version of the JSON summary and per-operation row schema; bumped on any breaking change.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Operation IDs listed per burst before the rest are only counted.
-pub const BURST_OPERATIONS_LISTED: usize = 10;
-
 /// Worst operations whose attempt timelines the summary carries: enough for an incident
 /// review, few enough that the HTML page stays small whatever `--top` is.
 pub const TIMELINES_DRAWN: usize = 20;
@@ -252,7 +249,7 @@ fn display_key(run: Option<&str>, op: &str) -> String {
 }
 
 pub fn display_operation_key(key: &OperationKey) -> String {
-    display_key(key.test_run_id.as_deref(), &key.operation_id)
+    key.to_string()
 }
 
 fn share(part: u64, whole: u64) -> f64 {
@@ -371,7 +368,12 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
             .collect(),
         findings,
         overlap,
-        bursts: burst_summary(&analysis.bursts, &analysis.burst_operations, hops),
+        bursts: burst_summary(
+            &analysis.bursts,
+            &analysis.burst_operations,
+            analysis.burst_operations_total,
+            hops,
+        ),
         worst_operations: worst
             .iter()
             .map(|o| OperationRecord::new(o, hops))
@@ -457,9 +459,12 @@ fn hop_aggregates(analysis: &Analysis, rules: &Rules) -> anyhow::Result<Vec<HopA
     Ok(out)
 }
 
+/// `operations`: the first operations of each burst, in key order; `distinct`: how many
+/// operations have a retry in some burst.
 fn burst_summary(
     bursts: &[Burst],
     operations: &[Vec<OperationKey>],
+    distinct: u64,
     hops: &HopOrder,
 ) -> BurstSummary {
     let mut order: Vec<usize> = (0..bursts.len()).collect();
@@ -489,21 +494,14 @@ fn burst_summary(
             delay_min_ms: b.delay_min_ms,
             delay_max_ms: b.delay_max_ms,
             since_previous_ms,
-            operation_ids: operations[i]
-                .iter()
-                .take(BURST_OPERATIONS_LISTED)
-                .map(display_operation_key)
-                .collect(),
+            operation_ids: operations[i].iter().map(display_operation_key).collect(),
         });
         previous = Some(b);
     }
-    let mut all_ops: Vec<&OperationKey> = operations.iter().flatten().collect();
-    all_ops.sort();
-    all_ops.dedup();
     intervals.sort_by(f64::total_cmp);
     BurstSummary {
         count: bursts.len() as u64,
-        operations: all_ops.len() as u64,
+        operations: distinct,
         median_interval_ms: median(&intervals),
         list,
     }

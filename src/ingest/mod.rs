@@ -17,7 +17,7 @@ mod mapping;
 mod otlp;
 mod parquet;
 pub mod progress;
-mod source;
+pub mod source;
 pub mod spans;
 mod zipkin;
 
@@ -1029,7 +1029,7 @@ mod tests {
                 .expect("bad input is reported, not an error");
             let ingested = reader.finish().expect("not under --strict");
             let keep = crate::analysis::Keep::Worst(3);
-            crate::analysis::analyze(ingested, &rules, &keep)
+            crate::partial::analyze(ingested, &rules, &keep)
                 .expect("the analysis of what was read");
         });
     }

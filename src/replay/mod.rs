@@ -79,7 +79,7 @@ pub struct OperationNotes {
     pub deadline_exhausted: bool,
 }
 
-/// The replayed run, ready for [`crate::analysis::analyze_attempts`].
+/// The replayed run, ready for `crate::partial::analyze_attempts`.
 pub struct Replay {
     /// Per operation (index into the ingested table), attempts in canonical order.
     pub operations: Vec<(u32, Vec<Attempt>)>,

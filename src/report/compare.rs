@@ -84,6 +84,7 @@ pub fn render(
             ParquetWriter::new(&mut out).finish(&mut frame)?;
             out
         }
+        OutputFormat::Partial => anyhow::bail!(OutputFormat::Partial.refusal().unwrap_or_default()),
     })
 }
 

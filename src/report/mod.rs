@@ -29,6 +29,18 @@ pub enum OutputFormat {
     /// The per-operation rows as a Parquet file (binary: only to `--output FILE`).
     Parquet,
     Html,
+    /// A partial: the partition's result before the merge (`analyze` only). Written by
+    /// `crate::partial::format`, never rendered from a summary.
+    Partial,
+}
+
+impl OutputFormat {
+    /// Why a report cannot be rendered in this format, if it cannot.
+    pub fn refusal(self) -> Option<&'static str> {
+        (self == OutputFormat::Partial).then_some(
+            "--format partial is written by `analyze` before the merge; this command writes reports: choose another --format",
+        )
+    }
 }
 
 /// How the terminal reports (`--format table`, `show`) are drawn.
@@ -78,6 +90,7 @@ pub fn render(
         }
         OutputFormat::Markdown => markdown::render(summary, gate).into_bytes(),
         OutputFormat::Html => html::render(summary, gate).into_bytes(),
+        OutputFormat::Partial => anyhow::bail!(OutputFormat::Partial.refusal().unwrap_or_default()),
     })
 }
 

@@ -1,0 +1,681 @@
+//! The partial file format (docs/scale.md, "The partial format"): one JSON object per line,
+//! so that a partial survives pipes, `cat`, compression and line-oriented tools. The first
+//! line is the header (`{"partial":{…}}`: format name and version, the rules, the trace
+//! end, the input statistics); then one line per kept operation, deferred operation, chunk
+//! of attempt rows, retry start and row, each tagged by its kind; then `{"end":{…}}` with
+//! the number of lines of each kind, so that a truncated partial is refused, not merged.
+//! Several partials may follow each other in one stream (`cat a b | merge -`).
+//!
+//! Times are JSON numbers. The few that serde_json's default reader would not read back to
+//! the same bits (some 17-digit decimals) are written as strings of the same digits: a
+//! merge must see exactly the numbers the partition computed.
+
+use std::io::{BufRead, Write};
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::{InputPart, Kept, OpAttempts, Partial, Row, RulesFingerprint};
+use crate::analysis::{AttemptColumns, FinalOutcome, Pending, TraceEnd};
+use crate::burst::RetryPoint;
+use crate::classify::{Class, Finding, FindingLabel};
+use crate::model::{Attempt, Millis, OperationKey, Outcome, SourceRef, Sym};
+use crate::rules::HopOrder;
+
+/// The format's name, in every header.
+pub const FORMAT_NAME: &str = "attempt-funnel-partial";
+
+/// The format's version: bumped on any change a merge of another version would misread.
+/// A merge refuses partials of any other version.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Times as JSON numbers that read back exactly (see the module's note).
+pub mod exact {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Whether serde_json reads the shortest decimal of `v` back to `v` itself.
+    fn reads_back(v: f64) -> bool {
+        let text = serde_json::to_string(&v).unwrap_or_default();
+        serde_json::from_str::<f64>(&text).is_ok_and(|r| r.to_bits() == v.to_bits())
+    }
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if !v.is_finite() || reads_back(*v) {
+            s.serialize_f64(*v)
+        } else {
+            s.collect_str(v)
+        }
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Number {
+        Number(f64),
+        Text(String),
+    }
+
+    fn value(n: Number) -> Result<f64, String> {
+        match n {
+            Number::Number(v) => Ok(v),
+            Number::Text(t) => t
+                .parse::<f64>()
+                .map_err(|_| format!("\"{t}\" is not a number")),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        value(Number::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+
+    /// The same for an optional time (`null` when absent).
+    pub mod option {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+            match v {
+                Some(v) => super::serialize(v, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+            Option::<Number>::deserialize(d)?
+                .map(value)
+                .transpose()
+                .map_err(serde::de::Error::custom)
+        }
+    }
+
+    /// The same for a list of times (`null` for NaN, an unfinished attempt's duration).
+    pub mod list {
+        use super::*;
+        use serde::ser::SerializeSeq;
+
+        pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+            let mut seq = s.serialize_seq(Some(v.len()))?;
+            for x in v {
+                seq.serialize_element(&Exact(*x))?;
+            }
+            seq.end()
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+            Vec::<Option<Number>>::deserialize(d)?
+                .into_iter()
+                .map(|n| n.map_or(Ok(f64::NAN), value))
+                .collect::<Result<_, _>>()
+                .map_err(serde::de::Error::custom)
+        }
+
+        struct Exact(f64);
+
+        impl serde::Serialize for Exact {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                super::serialize(&self.0, s)
+            }
+        }
+    }
+}
+
+/// One line of a partial.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Line {
+    Partial(Box<Header>),
+    Kept(WireKept),
+    Deferred(WireOperation),
+    Attempts(WireColumns),
+    Retry(WireRetry),
+    Row(WireRow),
+    End(Counts),
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    format: String,
+    version: u32,
+    rules: RulesFingerprint,
+    #[serde(with = "exact")]
+    trace_end_ms: Millis,
+    /// `global`: the end of all the input; `local`: of this partition's input only.
+    trace_end: TraceEndKind,
+    input: InputPart,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum TraceEndKind {
+    Global,
+    Local,
+}
+
+/// How many lines of each kind the partial holds.
+#[derive(Serialize, Deserialize, Default, PartialEq, Debug)]
+struct Counts {
+    kept: u64,
+    deferred: u64,
+    attempts: u64,
+    retries: u64,
+    rows: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireRow {
+    test_run_id: Option<String>,
+    operation_id: String,
+    class: Class,
+    class_in_burst: Class,
+    first_multiplying_hop: Option<String>,
+    /// Attempts per hop, in the header's hop order.
+    funnel: Vec<u32>,
+    /// Every finding but the burst ones, `kind@hop`.
+    findings: Vec<FindingLabel>,
+    #[serde(with = "exact")]
+    first_start_ms: Millis,
+    #[serde(with = "exact::option")]
+    last_finish_ms: Option<Millis>,
+    #[serde(with = "exact")]
+    overlap_ms: Millis,
+    final_outcome: FinalOutcome,
+}
+
+/// `[hop index, start_ms, row position, delay_ms or null]`.
+#[derive(Serialize, Deserialize)]
+struct WireRetry(
+    u16,
+    #[serde(with = "exact")] Millis,
+    u32,
+    #[serde(with = "exact::option")] Option<Millis>,
+);
+
+#[derive(Serialize, Deserialize)]
+struct WireColumns {
+    hop: Vec<u32>,
+    #[serde(with = "exact::list")]
+    start_ms: Vec<Millis>,
+    /// null for an unfinished attempt.
+    #[serde(with = "exact::list")]
+    duration_ms: Vec<Millis>,
+    /// 0 original, 1 retry, 2 redelivery.
+    role: Vec<u32>,
+    success: Vec<Option<bool>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireKept {
+    row: u32,
+    worst: bool,
+    asked: bool,
+    #[serde(flatten)]
+    operation: WireOperation,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireOperation {
+    test_run_id: Option<String>,
+    operation_id: String,
+    attempts: Vec<WireAttempt>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireAttempt {
+    hop: u16,
+    #[serde(with = "exact")]
+    start_ms: Millis,
+    #[serde(
+        default,
+        with = "exact::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    finish_ms: Option<Millis>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    start_inferred: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    attempt: Option<u32>,
+    /// As logged: `ok`, `timeout`, `503`, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    delivery: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    span_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parent_id: Option<String>,
+    #[serde(
+        default,
+        with = "exact::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    delay_ms: Option<Millis>,
+    #[serde(
+        default,
+        with = "exact::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    retry_after_ms: Option<Millis>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    effect: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    hidden: bool,
+}
+
+fn wire_operation(op: &OpAttempts) -> WireOperation {
+    let text = |s: Option<Sym>| op.text(s).map(str::to_string);
+    WireOperation {
+        test_run_id: op.key.test_run_id.as_deref().map(str::to_string),
+        operation_id: op.key.operation_id.to_string(),
+        attempts: op
+            .attempts
+            .iter()
+            .map(|a| WireAttempt {
+                hop: a.hop,
+                start_ms: a.start_ms,
+                finish_ms: a.finish_ms,
+                start_inferred: a.start_inferred,
+                attempt: a.attempt,
+                outcome: a.outcome.map(|o| o.to_string()),
+                target: text(a.target),
+                message_id: text(a.message_id),
+                delivery: a.delivery,
+                span_id: text(a.span_id),
+                parent_id: text(a.parent_id),
+                delay_ms: a.delay_ms,
+                retry_after_ms: a.retry_after_ms,
+                effect: a.effect,
+                hidden: a.hidden,
+            })
+            .collect(),
+    }
+}
+
+/// Writes `partial` in the partial format.
+pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
+    let mut line = |l: &Line| -> Result<()> {
+        serde_json::to_writer(&mut *out, l)?;
+        out.write_all(b"\n")?;
+        Ok(())
+    };
+    let (trace_end, trace_end_ms) = match partial.trace_end {
+        TraceEnd::Global(ms) => (TraceEndKind::Global, ms),
+        TraceEnd::Local(ms) => (TraceEndKind::Local, ms),
+    };
+    line(&Line::Partial(Box::new(Header {
+        format: FORMAT_NAME.to_string(),
+        version: FORMAT_VERSION,
+        rules: partial.rules.clone(),
+        trace_end_ms,
+        trace_end,
+        input: partial.input.clone(),
+    })))?;
+    let hops = HopOrder::new(partial.rules.hops.clone())?;
+    for k in &partial.kept {
+        line(&Line::Kept(WireKept {
+            row: k.row,
+            worst: k.worst,
+            asked: k.asked,
+            operation: wire_operation(&k.attempts),
+        }))?;
+    }
+    for d in &partial.deferred {
+        line(&Line::Deferred(wire_operation(d)))?;
+    }
+    for c in &partial.attempts {
+        line(&Line::Attempts(WireColumns {
+            hop: c.hop.clone(),
+            start_ms: c.start_ms.clone(),
+            duration_ms: c.duration_ms.clone(),
+            role: c.role.clone(),
+            success: c.success.clone(),
+        }))?;
+    }
+    for (hop, r) in &partial.retries {
+        line(&Line::Retry(WireRetry(*hop, r.start_ms, r.op, r.delay_ms)))?;
+    }
+    for row in &partial.rows {
+        let p = &row.pending;
+        line(&Line::Row(WireRow {
+            test_run_id: row.key.test_run_id.as_deref().map(str::to_string),
+            operation_id: row.key.operation_id.to_string(),
+            class: p.class_without_burst,
+            class_in_burst: p.class_in_burst,
+            first_multiplying_hop: p.first_multiplying_hop.map(|h| hops.name(h).to_string()),
+            funnel: p.funnel.clone(),
+            findings: p.findings.iter().map(|f| f.label(&hops)).collect(),
+            first_start_ms: p.first_start_ms,
+            last_finish_ms: p.last_finish_ms,
+            overlap_ms: p.overlap_ms,
+            final_outcome: p.final_outcome,
+        }))?;
+    }
+    line(&Line::End(Counts {
+        kept: partial.kept.len() as u64,
+        deferred: partial.deferred.len() as u64,
+        attempts: partial.attempts.len() as u64,
+        retries: partial.retries.len() as u64,
+        rows: partial.rows.len() as u64,
+    }))?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Reads every partial in a stream (one, or several one after the other). `name`: how
+/// messages name the stream.
+pub fn read(name: &str, input: impl BufRead) -> Result<Vec<Partial>> {
+    let mut out = Vec::new();
+    let mut open: Option<Reading> = None;
+    let mut number = 0u64;
+    for line in input.lines() {
+        number += 1;
+        let line = line.with_context(|| format!("could not read '{name}'"))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{name}:{number}");
+        match open.as_mut() {
+            None => open = Some(Reading::start(&line, name, number).with_context(at)?),
+            Some(reading) => {
+                let parsed: Line = serde_json::from_str(&line).map_err(|e| {
+                    anyhow!(
+                        "{}: not a line of a partial ({e}); was the partial cut or edited?",
+                        at()
+                    )
+                })?;
+                if let Line::End(counts) = parsed {
+                    let reading = open.take().expect("a partial is open");
+                    out.push(reading.finish(counts).with_context(at)?);
+                } else {
+                    reading.add(parsed).with_context(at)?;
+                }
+            }
+        }
+    }
+    if open.is_some() {
+        bail!("'{name}' ends before its partial does (no \"end\" line): the partial was cut short; make it again");
+    }
+    if out.is_empty() {
+        bail!("'{name}' holds no partial: give files made with attempt-funnel analyze --format partial");
+    }
+    Ok(out)
+}
+
+/// A partial being read.
+struct Reading {
+    partial: Partial,
+    hops: HopOrder,
+    counts: Counts,
+}
+
+impl Reading {
+    /// The header line: refused unless it is a partial of this version.
+    fn start(line: &str, name: &str, number: u64) -> Result<Reading> {
+        let value: serde_json::Value = serde_json::from_str(line).map_err(|_| {
+            anyhow!("not a partial: its first line is not JSON (partials are made with attempt-funnel analyze --format partial)")
+        })?;
+        let header = value.get("partial").ok_or_else(|| {
+            anyhow!("not a partial: its first line is not a partial's header (partials are made with attempt-funnel analyze --format partial)")
+        })?;
+        let format = header.get("format").and_then(|f| f.as_str());
+        if format != Some(FORMAT_NAME) {
+            bail!("not a partial: its header names the format {format:?}, not \"{FORMAT_NAME}\"");
+        }
+        let version = header.get("version").and_then(|v| v.as_u64());
+        if version != Some(u64::from(FORMAT_VERSION)) {
+            let shown = version.map_or("none".to_string(), |v| v.to_string());
+            bail!("partial format version {shown}, but this attempt-funnel reads version {FORMAT_VERSION} only: make every partial and the merge with the same attempt-funnel version");
+        }
+        let header: Header = serde_json::from_value(header.clone())
+            .map_err(|e| anyhow!("the partial's header is not valid: {e}"))?;
+        let hops = HopOrder::new(header.rules.hops.clone())?;
+        header
+            .rules
+            .rules()
+            .context("the partial's header is not valid")?;
+        let origin = if number == 1 {
+            name.to_string()
+        } else {
+            format!("{name} (from line {number})")
+        };
+        Ok(Reading {
+            partial: Partial {
+                origin,
+                rules: header.rules,
+                trace_end: match header.trace_end {
+                    TraceEndKind::Global => TraceEnd::Global(header.trace_end_ms),
+                    TraceEndKind::Local => TraceEnd::Local(header.trace_end_ms),
+                },
+                input: header.input,
+                rows: Vec::new(),
+                retries: Vec::new(),
+                attempts: Vec::new(),
+                kept: Vec::new(),
+                deferred: Vec::new(),
+            },
+            hops,
+            counts: Counts::default(),
+        })
+    }
+
+    fn hop(&self, hop: u16) -> Result<u16> {
+        if usize::from(hop) < self.hops.len() {
+            Ok(hop)
+        } else {
+            bail!(
+                "hop index {hop} is not one of the header's {} hops",
+                self.hops.len()
+            )
+        }
+    }
+
+    fn add(&mut self, line: Line) -> Result<()> {
+        let p = &mut self.partial;
+        match line {
+            Line::Partial(_) => bail!("a partial's header before the previous one ended"),
+            Line::End(_) => unreachable!("handled by the caller"),
+            Line::Kept(k) => {
+                self.counts.kept += 1;
+                let attempts = self.operation(k.operation)?;
+                self.partial.kept.push(Kept {
+                    row: k.row,
+                    worst: k.worst,
+                    asked: k.asked,
+                    attempts,
+                });
+            }
+            Line::Deferred(d) => {
+                self.counts.deferred += 1;
+                let op = self.operation(d)?;
+                if let Some(last) = self.partial.deferred.last() {
+                    if last.key >= op.key {
+                        bail!("deferred operations out of key order: the partial was edited");
+                    }
+                }
+                self.partial.deferred.push(op);
+            }
+            Line::Attempts(c) => {
+                self.counts.attempts += 1;
+                let n = c.hop.len();
+                let lengths = [
+                    c.start_ms.len(),
+                    c.duration_ms.len(),
+                    c.role.len(),
+                    c.success.len(),
+                ];
+                if lengths.iter().any(|&l| l != n) {
+                    bail!("attempt columns of different lengths");
+                }
+                if c.role.iter().any(|&r| r > 2)
+                    || c.hop.iter().any(|&h| h as usize >= self.hops.len())
+                {
+                    bail!("an attempt's hop or role is out of range");
+                }
+                p.attempts.push(AttemptColumns {
+                    hop: c.hop,
+                    start_ms: c.start_ms,
+                    duration_ms: c.duration_ms,
+                    role: c.role,
+                    success: c.success,
+                });
+            }
+            Line::Retry(WireRetry(hop, start_ms, row, delay_ms)) => {
+                self.counts.retries += 1;
+                let hop = self.hop(hop)?;
+                self.partial.retries.push((
+                    hop,
+                    RetryPoint {
+                        start_ms,
+                        op: row,
+                        delay_ms,
+                    },
+                ));
+            }
+            Line::Row(r) => {
+                self.counts.rows += 1;
+                let row = self.row(r)?;
+                if let Some(last) = self.partial.rows.last() {
+                    if last.key >= row.key {
+                        bail!(
+                            "rows out of key order ({} after {}): the partial was edited, or operations were split between partials",
+                            row.key,
+                            last.key
+                        );
+                    }
+                }
+                self.partial.rows.push(row);
+            }
+        }
+        Ok(())
+    }
+
+    fn hop_named(&self, name: &str) -> Result<u16> {
+        self.hops
+            .index_of(name)
+            .ok_or_else(|| anyhow!("hop \"{name}\" is not in the header's hop order"))
+    }
+
+    fn row(&self, r: WireRow) -> Result<Row> {
+        if r.funnel.len() != self.hops.len() {
+            bail!(
+                "a funnel of {} hops, not the header's {}",
+                r.funnel.len(),
+                self.hops.len()
+            );
+        }
+        let findings = r
+            .findings
+            .iter()
+            .map(|f| {
+                Ok(Finding {
+                    kind: f.kind,
+                    hop: self.hop_named(&f.hop)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Row {
+            key: OperationKey {
+                test_run_id: r.test_run_id.map(Into::into),
+                operation_id: r.operation_id.into(),
+            },
+            pending: Pending {
+                class_without_burst: r.class,
+                class_in_burst: r.class_in_burst,
+                first_multiplying_hop: r
+                    .first_multiplying_hop
+                    .as_deref()
+                    .map(|h| self.hop_named(h))
+                    .transpose()?,
+                funnel: r.funnel,
+                findings,
+                first_start_ms: r.first_start_ms,
+                last_finish_ms: r.last_finish_ms,
+                overlap_ms: r.overlap_ms,
+                final_outcome: r.final_outcome,
+            },
+        })
+    }
+
+    fn operation(&self, w: WireOperation) -> Result<OpAttempts> {
+        let mut strings: Vec<Box<str>> = Vec::new();
+        let mut intern = |s: Option<String>| -> Option<Sym> {
+            let s = s?;
+            Some(match strings.iter().position(|t| **t == *s) {
+                Some(i) => i as Sym,
+                None => {
+                    strings.push(s.into());
+                    (strings.len() - 1) as Sym
+                }
+            })
+        };
+        let mut attempts = Vec::with_capacity(w.attempts.len());
+        for a in w.attempts {
+            let outcome = match a.outcome.as_deref() {
+                Some(text) => Some(Outcome::parse(text).ok_or_else(|| {
+                    anyhow!(
+                        "an attempt's outcome \"{text}\" is not one of {}",
+                        Outcome::EXPECTED
+                    )
+                })?),
+                None => None,
+            };
+            attempts.push(Attempt {
+                // Where the attempt was read is of no use after normalize, and not kept.
+                source: SourceRef { file: 0, line: 0 },
+                hop: self.hop(a.hop)?,
+                attempt: a.attempt,
+                start_ms: a.start_ms,
+                finish_ms: a.finish_ms,
+                start_inferred: a.start_inferred,
+                outcome,
+                target: intern(a.target),
+                message_id: intern(a.message_id),
+                delivery: a.delivery,
+                span_id: intern(a.span_id),
+                parent_id: intern(a.parent_id),
+                delay_ms: a.delay_ms,
+                retry_after_ms: a.retry_after_ms,
+                effect: a.effect,
+                hidden: a.hidden,
+            });
+        }
+        if attempts.is_empty() {
+            bail!("an operation kept without attempts");
+        }
+        Ok(OpAttempts {
+            key: OperationKey {
+                test_run_id: w.test_run_id.map(Into::into),
+                operation_id: w.operation_id.into(),
+            },
+            attempts,
+            strings,
+        })
+    }
+
+    /// The end line: every line it counts was read, and every position points at a row.
+    fn finish(self, counts: Counts) -> Result<Partial> {
+        if counts != self.counts {
+            bail!("the partial's end line counts {counts:?} but {:?} were read: the partial was cut or edited; make it again", self.counts);
+        }
+        let rows = self.partial.rows.len() as u32;
+        if self.partial.retries.iter().any(|(_, r)| r.op >= rows)
+            || self.partial.kept.iter().any(|k| k.row >= rows)
+        {
+            bail!("a retry start or kept operation points past the partial's rows");
+        }
+        if let Some(k) = self
+            .partial
+            .kept
+            .iter()
+            .find(|k| self.partial.rows[k.row as usize].key != k.attempts.key)
+        {
+            bail!("kept operation {} does not match its row", k.attempts.key);
+        }
+        Ok(self.partial)
+    }
+}

@@ -1,0 +1,406 @@
+//! The merge: finishes the analysis from any number of partials. Bursts are found over the
+//! retry starts of all of them; deferred operations are analysed with the trace end of all
+//! the input; the rows come out in key order by a k-way merge of the partials' sorted rows,
+//! each with its final class; the worst operations are chosen among the partials' own
+//! worst ones (the worst N of all are among the worst N of each); the counts add up.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use anyhow::{bail, Result};
+
+use super::{OpAttempts, Partial, Row};
+use crate::analysis::{
+    add_counts, attempts_pass, detect_bursts, worst_first, Analysis, AttemptTable, KeptOperation,
+    OperationResult, TraceEnd, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
+};
+use crate::classify::operation_facts;
+use crate::diagnostics::{BadInputPolicy, Diagnostics, InputIssue};
+use crate::group::build_tree;
+use crate::model::{Millis, OperationKey};
+use crate::rules::Rules;
+
+/// Merges partials made under `rules` into the analysis of all their input. `worst`: how
+/// many of the worst operations keep their attempts (their timelines); operations a
+/// partial kept because they were asked for are kept too, after them.
+pub fn merge(mut parts: Vec<Partial>, rules: &Rules, worst: usize) -> Result<Analysis> {
+    check_rules(&parts, rules)?;
+    let trace_end_ms = trace_end(&parts)?;
+
+    // Every row gets an index in the merge: the partials' rows in order, then the deferred
+    // operations, in key order. Retry starts and kept operations name rows by it.
+    let mut offsets = Vec::with_capacity(parts.len());
+    let mut total: u64 = 0;
+    for p in &parts {
+        offsets.push(total as u32);
+        total += p.rows.len() as u64;
+    }
+    let mut deferred: Vec<OpAttempts> = parts
+        .iter_mut()
+        .flat_map(|p| std::mem::take(&mut p.deferred))
+        .collect();
+    deferred.sort_by(|a, b| a.key.cmp(&b.key));
+    if total + deferred.len() as u64 > u64::from(u32::MAX) {
+        bail!(
+            "the partials hold more than {} operations, more than one merge can index",
+            u32::MAX
+        );
+    }
+    if let Some(pair) = deferred.windows(2).find(|w| w[0].key == w[1].key) {
+        bail!(
+            "operation {} is in two partials: partials must split the input by operation (all events of an operation in one partition), see docs/scale.md",
+            pair[0].key
+        );
+    }
+    let deferred_base = total as u32;
+    let deferred_ops: Vec<(u32, Vec<crate::model::Attempt>)> = deferred
+        .iter()
+        .enumerate()
+        .map(|(j, d)| (deferred_base + j as u32, d.attempts.clone()))
+        .collect();
+    let mut late = attempts_pass(&deferred_ops, rules, trace_end_ms);
+    drop(deferred_ops);
+    late.pending.sort_by_key(|(id, _)| *id);
+
+    let mut retries = std::mem::take(&mut late.retries);
+    for (p, &offset) in parts.iter_mut().zip(&offsets) {
+        retries.extend(
+            std::mem::take(&mut p.retries)
+                .into_iter()
+                .map(|(hop, mut point)| {
+                    point.op += offset;
+                    (hop, point)
+                }),
+        );
+    }
+    let bursts = detect_bursts(retries, rules);
+    crate::profile::note("bursts");
+    // (row index, hop, burst) of every retry in a burst, sorted by row index.
+    let mut membership: Vec<(u32, u16, u32)> = bursts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, b)| b.ops.iter().map(move |&op| (op, b.hop, i as u32)))
+        .collect();
+    membership.sort_unstable();
+    membership.dedup();
+    let in_bursts = Membership(&membership);
+
+    let kept = kept_operations(
+        &parts,
+        &offsets,
+        (&deferred, deferred_base, &late.pending),
+        worst,
+        &in_bursts,
+        rules,
+        trace_end_ms,
+    );
+
+    // The rows, in key order, with their final class; the first operations of each burst
+    // fall out of that order.
+    let mut burst_operations: Vec<Vec<OperationKey>> = vec![Vec::new(); bursts.len()];
+    let mut operations = Vec::with_capacity(total as usize + deferred.len());
+    let mut sources: Vec<Box<dyn Iterator<Item = (Row, u32)>>> = Vec::new();
+    let mut attempt_columns = Vec::new();
+    for (p, &offset) in parts.iter_mut().zip(&offsets) {
+        let rows = std::mem::take(&mut p.rows);
+        sources.push(Box::new(
+            rows.into_iter()
+                .enumerate()
+                .map(move |(i, row)| (row, offset + i as u32)),
+        ));
+        attempt_columns.append(&mut p.attempts);
+    }
+    let late_rows: Vec<(Row, u32)> = std::mem::take(&mut late.pending)
+        .into_iter()
+        .map(|(id, pending)| {
+            let key = deferred[(id - deferred_base) as usize].key.clone();
+            (Row { key, pending }, id)
+        })
+        .collect();
+    sources.push(Box::new(late_rows.into_iter()));
+    attempt_columns.append(&mut late.attempts);
+    let mut previous: Option<OperationKey> = None;
+    for (row, id) in KWay::new(sources) {
+        if previous.as_ref() == Some(&row.key) {
+            bail!(
+                "operation {} is in two partials: partials must split the input by operation (all events of an operation in one partition), see docs/scale.md",
+                row.key
+            );
+        }
+        for &(_, _, b) in in_bursts.of(id) {
+            let list = &mut burst_operations[b as usize];
+            if list.len() < BURST_OPERATIONS_LISTED && list.last() != Some(&row.key) {
+                list.push(row.key.clone());
+            }
+        }
+        let result = row.pending.resolve(row.key, &in_bursts.hops(id));
+        previous = Some(result.key.clone());
+        operations.push(result);
+    }
+    crate::profile::note("results");
+
+    let mut burst_ids: Vec<u32> = membership.iter().map(|m| m.0).collect();
+    burst_ids.dedup();
+    let mut input = merge_input(&parts, &late)?;
+    input.unfinished_per_hop.resize(rules.hops.len(), 0);
+    input.orphans_per_hop.resize(rules.hops.len(), 0);
+    Ok(Analysis {
+        operations,
+        attempts: AttemptTable::from_parts(attempt_columns)?,
+        bursts,
+        burst_operations,
+        burst_operations_total: burst_ids.len() as u64,
+        diagnostics: input.diagnostics,
+        duplicate_events: input.duplicate_events,
+        duplicate_examples: input.duplicate_examples,
+        duplicate_effects: input.duplicate_effects,
+        unfinished_per_hop: input.unfinished_per_hop,
+        orphans_per_hop: input.orphans_per_hop,
+        files: input.files,
+        lines_read: input.lines,
+        events: input.events,
+        trace_end_ms,
+        kept,
+    })
+}
+
+/// Partials merge only when every setting that changes a result is the same.
+fn check_rules(parts: &[Partial], rules: &Rules) -> Result<()> {
+    let ours = super::RulesFingerprint::of(rules);
+    for p in parts {
+        if let Some(difference) = ours.difference(&p.rules) {
+            bail!(
+                "'{}' was made with other rules than this merge's, so its results cannot be merged: {difference} (this merge's first, then the partial's)",
+                p.origin
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The latest time in all the input. A partial that was told the end of all the input
+/// analysed its unfinished attempts with it: another partial's input may not end later.
+fn trace_end(parts: &[Partial]) -> Result<Millis> {
+    let end = parts
+        .iter()
+        .map(|p| p.trace_end.ms())
+        .fold(0.0, Millis::max);
+    for p in parts {
+        if let TraceEnd::Global(ms) = p.trace_end {
+            if ms != end {
+                bail!(
+                    "'{}' was made as if all the input ended at {ms} ms, but another partial's input ends at {end} ms: partials that know the trace end must all be made from the same input",
+                    p.origin
+                );
+            }
+        }
+    }
+    Ok(end)
+}
+
+/// Which bursts and hops each row's retries lie in: (row index, hop, burst), sorted.
+struct Membership<'a>(&'a [(u32, u16, u32)]);
+
+impl Membership<'_> {
+    fn of(&self, id: u32) -> &[(u32, u16, u32)] {
+        let from = self.0.partition_point(|m| m.0 < id);
+        let to = self.0.partition_point(|m| m.0 <= id);
+        &self.0[from..to]
+    }
+
+    /// The hops, sorted and distinct.
+    fn hops(&self, id: u32) -> Vec<u16> {
+        let mut hops: Vec<u16> = self.of(id).iter().map(|m| m.1).collect();
+        hops.sort_unstable();
+        hops.dedup();
+        hops
+    }
+}
+
+/// The worst `worst` operations among the partials' worst ones and the deferred ones, in
+/// worst-first order, then the ones asked for; each with its tree drawn again on the
+/// trace end of all the input.
+fn kept_operations(
+    parts: &[Partial],
+    offsets: &[u32],
+    (deferred, deferred_base, late): (&[OpAttempts], u32, &[(u32, crate::analysis::Pending)]),
+    worst: usize,
+    in_bursts: &Membership,
+    rules: &Rules,
+    trace_end_ms: Millis,
+) -> Vec<KeptOperation> {
+    // (result, row index, attempts)
+    let mut candidates: Vec<(OperationResult, u32, &OpAttempts)> = Vec::new();
+    let mut asked: Vec<(OperationResult, u32, &OpAttempts)> = Vec::new();
+    for (p, &offset) in parts.iter().zip(offsets) {
+        for k in &p.kept {
+            let Some(row) = p.rows.get(k.row as usize) else {
+                continue;
+            };
+            let id = offset + k.row;
+            let result = row.pending.resolve(row.key.clone(), &in_bursts.hops(id));
+            if k.asked {
+                asked.push((result.clone(), id, &k.attempts));
+            }
+            if k.worst {
+                candidates.push((result, id, &k.attempts));
+            }
+        }
+    }
+    if worst > 0 {
+        for (id, pending) in late {
+            let d = &deferred[(id - deferred_base) as usize];
+            candidates.push((pending.resolve(d.key.clone(), &in_bursts.hops(*id)), *id, d));
+        }
+    }
+    candidates.sort_by(|a, b| worst_first(&a.0, &b.0));
+    candidates.truncate(worst);
+    for a in asked {
+        if !candidates.iter().any(|c| c.1 == a.1) {
+            candidates.push(a);
+        }
+    }
+    candidates
+        .into_iter()
+        .map(|(result, id, ops)| {
+            let attempts = ops.attempts.clone();
+            let tree = build_tree(&attempts, rules, trace_end_ms);
+            let roles = operation_facts(&attempts, &tree, rules, trace_end_ms).roles;
+            KeptOperation {
+                op: id,
+                result,
+                targets: attempts
+                    .iter()
+                    .map(|a| ops.text(a.target).map(Into::into))
+                    .collect(),
+                message_ids: attempts
+                    .iter()
+                    .map(|a| ops.text(a.message_id).map(Into::into))
+                    .collect(),
+                attempts,
+                tree,
+                roles,
+            }
+        })
+        .collect()
+}
+
+/// The k-way merge of row sources sorted by key: rows come out in key order.
+struct KWay<I: Iterator<Item = (Row, u32)>> {
+    sources: Vec<I>,
+    heads: Vec<Option<(Row, u32)>>,
+    /// (key of a source's head, source), smallest first.
+    heap: BinaryHeap<Reverse<(OperationKey, usize)>>,
+}
+
+impl<I: Iterator<Item = (Row, u32)>> KWay<I> {
+    fn new(mut sources: Vec<I>) -> Self {
+        let mut heads = Vec::with_capacity(sources.len());
+        let mut heap = BinaryHeap::with_capacity(sources.len());
+        for (s, source) in sources.iter_mut().enumerate() {
+            let head = source.next();
+            if let Some((row, _)) = &head {
+                heap.push(Reverse((row.key.clone(), s)));
+            }
+            heads.push(head);
+        }
+        KWay {
+            sources,
+            heads,
+            heap,
+        }
+    }
+}
+
+impl<I: Iterator<Item = (Row, u32)>> Iterator for KWay<I> {
+    type Item = (Row, u32);
+
+    fn next(&mut self) -> Option<(Row, u32)> {
+        let Reverse((_, s)) = self.heap.pop()?;
+        let out = self.heads[s].take();
+        self.heads[s] = self.sources[s].next();
+        if let Some((row, _)) = &self.heads[s] {
+            self.heap.push(Reverse((row.key.clone(), s)));
+        }
+        out
+    }
+}
+
+/// What the partials read, added up.
+struct MergedInput {
+    files: Vec<String>,
+    lines: u64,
+    events: u64,
+    duplicate_events: u64,
+    duplicate_examples: Vec<String>,
+    diagnostics: Diagnostics,
+    unfinished_per_hop: Vec<u64>,
+    orphans_per_hop: Vec<u64>,
+    duplicate_effects: u64,
+}
+
+/// The partials' input statistics, in the order the partials were given: their files (a
+/// file read by several partials listed once), their bad lines as one run over the same
+/// files in that order would list them — the bad lines of reading first, then the events
+/// that could not become attempts, by file name and line.
+fn merge_input(parts: &[Partial], late: &crate::analysis::Pass) -> Result<MergedInput> {
+    let mut files: Vec<String> = Vec::new();
+    let mut out = MergedInput {
+        files: Vec::new(),
+        lines: 0,
+        events: 0,
+        duplicate_events: 0,
+        duplicate_examples: Vec::new(),
+        diagnostics: diagnostics(parts),
+        unfinished_per_hop: Vec::new(),
+        orphans_per_hop: Vec::new(),
+        duplicate_effects: late.duplicate_effects,
+    };
+    for p in parts {
+        let i = &p.input;
+        for f in &i.files {
+            if !files.contains(f) {
+                files.push(f.clone());
+            }
+        }
+        out.lines += i.lines;
+        out.events += i.events;
+        out.duplicate_events += i.duplicate_events;
+        out.duplicate_examples
+            .extend(i.duplicate_examples.iter().cloned());
+        add_counts(&mut out.unfinished_per_hop, &i.unfinished_per_hop);
+        add_counts(&mut out.orphans_per_hop, &i.orphans_per_hop);
+        out.duplicate_effects += i.duplicate_effects;
+    }
+    add_counts(&mut out.unfinished_per_hop, &late.unfinished_per_hop);
+    add_counts(&mut out.orphans_per_hop, &late.orphans_per_hop);
+    out.duplicate_examples.truncate(DUPLICATES_LISTED);
+    out.files = files;
+    Ok(out)
+}
+
+/// The partials' bad lines as one run over the same files in the partials' order would
+/// list them: the bad lines of reading first, then the events that could not become
+/// attempts, by file name and line.
+pub fn diagnostics(parts: &[Partial]) -> Diagnostics {
+    let policies: Vec<BadInputPolicy> = parts.iter().map(|p| p.input.bad_input_policy).collect();
+    let policy = match policies.first() {
+        Some(&first) if policies.iter().all(|&p| p == first) => first,
+        // Bad lines a worker accepted with --skip-invalid and one that reported them: the
+        // merge reports them.
+        _ => BadInputPolicy::Report,
+    };
+    let mut diagnostics = Diagnostics::new(policy);
+    let mut bad_events: Vec<&InputIssue> = Vec::new();
+    let mut bad_events_total = 0;
+    for p in parts {
+        let i = &p.input;
+        diagnostics.add_recorded(&i.bad_lines.shown, i.bad_lines.total);
+        bad_events.extend(&i.bad_events.shown);
+        bad_events_total += i.bad_events.total;
+    }
+    bad_events.sort_by(|a, b| (a.path.as_str(), a.line).cmp(&(b.path.as_str(), b.line)));
+    let bad_events: Vec<InputIssue> = bad_events.into_iter().cloned().collect();
+    diagnostics.add_recorded(&bad_events, bad_events_total);
+    diagnostics
+}

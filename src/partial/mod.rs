@@ -1,0 +1,421 @@
+//! Partials: the result of analysing one partition of the operations, before anything that
+//! crosses operations, and the merge that finishes the analysis from any number of them.
+//!
+//! An operation's events are always analysed together; different operations only meet in
+//! the synchronized-burst rule and in the summary. So a partition (all the input on one
+//! machine, one spilled share of it, or one worker's share on a cluster) yields a
+//! [`Partial`]: its rows sorted by operation key, each with its class with and without a
+//! burst, every retry start, the attempt statistics, the worst operations' attempts and the
+//! input statistics. [`merge`] then finds the bursts over all retry starts, gives every row
+//! its final class, and streams the rows out in key order. `analyze` is exactly one
+//! partial merged ([`analyze`]); `analyze --format partial` writes the partial instead
+//! ([`format`]), and `merge` reads partials back: the three give one answer by construction.
+
+pub mod format;
+pub mod merge;
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{
+    attempts_partition_pass, partition_pass, Analysis, AttemptColumns, Keep, PartitionPass,
+    Pending, TraceEnd,
+};
+use crate::burst::RetryPoint;
+use crate::diagnostics::{BadInputPolicy, Diagnostics, InputIssue};
+use crate::ingest::Ingested;
+use crate::model::{Attempt, Millis, OperationKey, Sym};
+use crate::rules::{BurstParams, HopOrder, Rules};
+
+pub use merge::merge;
+
+/// One partition's result: everything the merge needs and nothing it can recompute.
+#[derive(Debug, Clone)]
+pub struct Partial {
+    /// Where it came from, for messages: a file name, `<stdin>`, or `this run`.
+    pub origin: String,
+    pub rules: RulesFingerprint,
+    /// The latest time in this partition's input, and whether it is that of all the input.
+    pub trace_end: TraceEnd,
+    pub input: InputPart,
+    /// Sorted by operation key. A row's position is its index in `retries` and `kept`.
+    pub rows: Vec<Row>,
+    /// Every retry start, with its row's position in `op`.
+    pub retries: Vec<(u16, RetryPoint)>,
+    /// The attempt rows of the analysed operations, as columns.
+    pub attempts: Vec<AttemptColumns>,
+    /// This partition's worst operations (worst first), then those asked for, with their
+    /// attempts.
+    pub kept: Vec<Kept>,
+    /// Operations with an unfinished attempt whose partition did not know the trace end,
+    /// sorted by key: the merge analyses them.
+    pub deferred: Vec<OpAttempts>,
+}
+
+/// One operation's row before bursts are known.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub key: OperationKey,
+    pub pending: Pending,
+}
+
+/// A kept operation: its row's position and its attempts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kept {
+    pub row: u32,
+    pub worst: bool,
+    pub asked: bool,
+    pub attempts: OpAttempts,
+}
+
+/// One operation's attempts, with the strings they name (target, message, span and parent
+/// IDs) interned in `strings`: a partial's own small table, because the ingested one is
+/// not kept and the merge compares these IDs within one operation only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpAttempts {
+    pub key: OperationKey,
+    /// In canonical order; their `Sym`s index `strings`.
+    pub attempts: Vec<Attempt>,
+    pub strings: Vec<Box<str>>,
+}
+
+impl OpAttempts {
+    /// Re-interns `attempts`' strings from the ingested table into a table of their own.
+    fn new(key: OperationKey, mut attempts: Vec<Attempt>, resolve: impl Fn(Sym) -> String) -> Self {
+        let mut strings: Vec<Box<str>> = Vec::new();
+        let mut index: HashMap<Sym, Sym> = HashMap::new();
+        let mut local = |sym: &mut Option<Sym>| {
+            if let Some(s) = sym {
+                *s = *index.entry(*s).or_insert_with(|| {
+                    strings.push(resolve(*s).into());
+                    (strings.len() - 1) as Sym
+                });
+            }
+        };
+        for a in &mut attempts {
+            local(&mut a.target);
+            local(&mut a.message_id);
+            local(&mut a.span_id);
+            local(&mut a.parent_id);
+        }
+        OpAttempts {
+            key,
+            attempts,
+            strings,
+        }
+    }
+
+    pub fn text(&self, sym: Option<Sym>) -> Option<&str> {
+        sym.map(|s| &*self.strings[s as usize])
+    }
+}
+
+/// Every setting that changes a result, by hop name: partials made under different ones
+/// cannot be merged, and the merge says which setting differs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RulesFingerprint {
+    pub hops: Vec<String>,
+    pub budgets: Vec<u32>,
+    pub deadlines_ms: Vec<Option<Millis>>,
+    pub overlap_allowed: Vec<bool>,
+    pub queue_hops: Vec<bool>,
+    pub burst_window_ms: Millis,
+    pub burst_min_ops: usize,
+}
+
+impl RulesFingerprint {
+    pub fn of(rules: &Rules) -> RulesFingerprint {
+        RulesFingerprint {
+            hops: rules.hops.names().to_vec(),
+            budgets: rules.budgets.clone(),
+            deadlines_ms: rules.deadlines.clone(),
+            overlap_allowed: rules.overlap_allowed.clone(),
+            queue_hops: rules.queue_hops.clone(),
+            burst_window_ms: rules.burst.window_ms,
+            burst_min_ops: rules.burst.min_ops,
+        }
+    }
+
+    /// The rules it describes (checked: a hand-edited partial must not panic the merge).
+    pub fn rules(&self) -> Result<Rules> {
+        let hops = HopOrder::new(self.hops.clone())?;
+        let n = hops.len();
+        let per_hop = [
+            self.budgets.len(),
+            self.deadlines_ms.len(),
+            self.overlap_allowed.len(),
+            self.queue_hops.len(),
+        ];
+        if per_hop.iter().any(|&len| len != n) {
+            anyhow::bail!("its rules list a value per hop for a different number of hops");
+        }
+        Ok(Rules {
+            hops,
+            budgets: self.budgets.clone(),
+            overlap_allowed: self.overlap_allowed.clone(),
+            queue_hops: self.queue_hops.clone(),
+            burst: BurstParams {
+                window_ms: self.burst_window_ms,
+                min_ops: self.burst_min_ops,
+            },
+            deadlines: self.deadlines_ms.clone(),
+        })
+    }
+
+    /// The first setting that differs, named as a user sets it, with both values.
+    pub fn difference(&self, other: &RulesFingerprint) -> Option<String> {
+        let per_hop = |values: &dyn Fn(&RulesFingerprint) -> Vec<String>| {
+            let show = |f: &RulesFingerprint| {
+                f.hops
+                    .iter()
+                    .zip(values(f))
+                    .map(|(h, v)| format!("{h}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            (show(self), show(other))
+        };
+        let flags = |v: &[bool]| v.iter().map(|b| b.to_string()).collect::<Vec<_>>();
+        let differences: [(&str, bool, (String, String)); 7] = [
+            (
+                "the hop order (--hops, policy hops)",
+                self.hops != other.hops,
+                (self.hops.join(","), other.hops.join(",")),
+            ),
+            (
+                "the attempt budgets (--budget, policy [budgets])",
+                self.budgets != other.budgets,
+                per_hop(&|f| f.budgets.iter().map(u32::to_string).collect()),
+            ),
+            (
+                "the deadlines (--deadline, policy [deadlines])",
+                self.deadlines_ms != other.deadlines_ms,
+                per_hop(&|f| {
+                    f.deadlines_ms
+                        .iter()
+                        .map(|d| d.map_or("none".to_string(), |ms| ms.to_string()))
+                        .collect()
+                }),
+            ),
+            (
+                "the hops allowed to overlap (--allow-overlap, policy allow_overlap)",
+                self.overlap_allowed != other.overlap_allowed,
+                per_hop(&|f| flags(&f.overlap_allowed)),
+            ),
+            (
+                "the queue hops (policy queue_hops)",
+                self.queue_hops != other.queue_hops,
+                per_hop(&|f| flags(&f.queue_hops)),
+            ),
+            (
+                "the burst window (--burst-window, policy [burst] window_ms)",
+                self.burst_window_ms.to_bits() != other.burst_window_ms.to_bits(),
+                (
+                    self.burst_window_ms.to_string(),
+                    other.burst_window_ms.to_string(),
+                ),
+            ),
+            (
+                "the burst size (--burst-min-ops, policy [burst] min_ops)",
+                self.burst_min_ops != other.burst_min_ops,
+                (
+                    self.burst_min_ops.to_string(),
+                    other.burst_min_ops.to_string(),
+                ),
+            ),
+        ];
+        differences
+            .into_iter()
+            .find(|(_, differs, _)| *differs)
+            .map(|(setting, _, (a, b))| format!("{setting}: {a} against {b}"))
+    }
+}
+
+/// What a partition read, and the counts its pass made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputPart {
+    /// Its inputs, in the order read.
+    pub files: Vec<String>,
+    pub lines: u64,
+    pub events: u64,
+    pub duplicate_events: u64,
+    /// `path:line` of its first duplicate events.
+    pub duplicate_examples: Vec<String>,
+    pub bad_input_policy: BadInputPolicy,
+    /// Bad lines found while reading, in reading order.
+    pub bad_lines: Issues,
+    /// Events that could not become attempts, in file-name and line order.
+    pub bad_events: Issues,
+    /// Of the analysed operations (the deferred ones are counted by the merge).
+    pub unfinished_per_hop: Vec<u64>,
+    pub orphans_per_hop: Vec<u64>,
+    pub duplicate_effects: u64,
+}
+
+/// Bad lines: the first ones whole, all of them counted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Issues {
+    pub total: u64,
+    pub shown: Vec<InputIssue>,
+}
+
+impl Issues {
+    fn of(d: &Diagnostics) -> Issues {
+        Issues {
+            total: d.total(),
+            shown: d.issues().to_vec(),
+        }
+    }
+}
+
+/// Analyses all the input, read into `ingested`: one partial, merged. `keep`: which
+/// operations keep their attempts (their timelines).
+pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> Result<Analysis> {
+    analyze_in_place(&mut ingested, rules, keep)
+}
+
+/// [`analyze`], leaving the operation table and strings in `ingested` for a second analysis
+/// of the same operations (a replay). Its events and diagnostics are taken.
+pub fn analyze_in_place(ingested: &mut Ingested, rules: &Rules, keep: &Keep) -> Result<Analysis> {
+    let partial = build(ingested, rules, keep, true)?;
+    merge(vec![partial], rules, keep.parts().0)
+}
+
+/// Analyses attempts that were made, not read (a replay's): each operation's attempts,
+/// by index into `ingested`'s operation table, go through the same stages and merge as
+/// read ones. `events`: what the summary reports as events read; `trace_end_ms`: where
+/// unfinished attempts are still active.
+pub fn analyze_attempts(
+    ingested: &Ingested,
+    operations: &[(u32, Vec<Attempt>)],
+    rules: &Rules,
+    keep: &Keep,
+    events: u64,
+    trace_end_ms: Millis,
+) -> Result<Analysis> {
+    let pass = attempts_partition_pass(ingested, operations, rules, keep, events, trace_end_ms);
+    let diagnostics = Diagnostics::new(BadInputPolicy::Report);
+    let partial = from_pass(pass, ingested, rules, &diagnostics)?;
+    merge(vec![partial], rules, keep.parts().0)
+}
+
+/// The partial of the input read into `ingested` (its events and diagnostics are taken).
+/// `global`: this input is all the input (else operations with an unfinished attempt are
+/// deferred to the merge, which knows where all the input ends).
+pub fn build(ingested: &mut Ingested, rules: &Rules, keep: &Keep, global: bool) -> Result<Partial> {
+    let pass = partition_pass(ingested, rules, keep, global);
+    // Left empty: a second analysis of these operations has no bad lines of its own.
+    let diagnostics = std::mem::replace(
+        &mut ingested.diagnostics,
+        Diagnostics::new(BadInputPolicy::Report),
+    );
+    from_pass(pass, ingested, rules, &diagnostics)
+}
+
+/// Turns a pass over `ingested`'s operations into a partial: rows keyed and sorted, retry
+/// starts and kept operations pointing at row positions, strings resolved.
+fn from_pass(
+    pp: PartitionPass,
+    ingested: &Ingested,
+    rules: &Rules,
+    diagnostics: &Diagnostics,
+) -> Result<Partial> {
+    let PartitionPass {
+        mut pass,
+        kept,
+        events,
+        trace_end,
+    } = pp;
+    // Found in parallel, in no useful order: recorded in file-name and line order, apart
+    // from the bad lines of reading, as a merge must keep them.
+    let mut bad_events = Diagnostics::new(diagnostics.policy());
+    bad_events.bad_sources_in_file_order(&ingested.files, std::mem::take(&mut pass.problems))?;
+
+    let mut rows: Vec<(u32, Row)> = pass
+        .pending
+        .into_iter()
+        .map(|(op, pending)| {
+            (
+                op,
+                Row {
+                    key: ingested.operation_key(op),
+                    pending,
+                },
+            )
+        })
+        .collect();
+    {
+        use rayon::slice::ParallelSliceMut;
+        rows.par_sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
+    }
+    let mut position = vec![u32::MAX; ingested.operations.len()];
+    for (i, (op, _)) in rows.iter().enumerate() {
+        position[*op as usize] = i as u32;
+    }
+    let retries = pass
+        .retries
+        .into_iter()
+        .map(|(hop, point)| {
+            (
+                hop,
+                RetryPoint {
+                    op: position[point.op as usize],
+                    ..point
+                },
+            )
+        })
+        .collect();
+    let resolve = |s: Sym| ingested.strings.resolve(s).to_string();
+    let kept = kept
+        .into_iter()
+        .map(|k| Kept {
+            row: position[k.op as usize],
+            worst: k.worst,
+            asked: k.asked,
+            attempts: OpAttempts::new(ingested.operation_key(k.op), k.attempts, resolve),
+        })
+        .collect();
+    let mut deferred: Vec<OpAttempts> = pass
+        .deferred
+        .into_iter()
+        .map(|(op, attempts)| OpAttempts::new(ingested.operation_key(op), attempts, resolve))
+        .collect();
+    deferred.sort_by(|a, b| a.key.cmp(&b.key));
+
+    let mut duplicates = pass.duplicates;
+    duplicates.sort_unstable();
+    let hops = rules.hops.len();
+    let mut unfinished_per_hop = pass.unfinished_per_hop;
+    let mut orphans_per_hop = pass.orphans_per_hop;
+    unfinished_per_hop.resize(hops, 0);
+    orphans_per_hop.resize(hops, 0);
+    Ok(Partial {
+        origin: "this run".to_string(),
+        rules: RulesFingerprint::of(rules),
+        trace_end,
+        input: InputPart {
+            files: ingested.files.clone(),
+            lines: ingested.lines_read,
+            events,
+            duplicate_events: duplicates.len() as u64,
+            duplicate_examples: duplicates
+                .iter()
+                .take(crate::analysis::DUPLICATES_LISTED)
+                .map(|&d| ingested.location(d))
+                .collect(),
+            bad_input_policy: diagnostics.policy(),
+            bad_lines: Issues::of(diagnostics),
+            bad_events: Issues::of(&bad_events),
+            unfinished_per_hop,
+            orphans_per_hop,
+            duplicate_effects: pass.duplicate_effects,
+        },
+        rows: rows.into_iter().map(|(_, r)| r).collect(),
+        retries,
+        attempts: pass.attempts,
+        kept,
+        deferred,
+    })
+}

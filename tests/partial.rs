@@ -1,0 +1,333 @@
+//! Partials and `merge`: input split by operation into files, each analysed with
+//! `analyze --format partial`, then merged, gives exactly what one `analyze` run over the
+//! same files gives — rows byte for byte, the JSON summary with its timelines, the gate's
+//! verdict and exit code — including bursts whose retries fall in different partials and
+//! operations whose unfinished attempts only the end of all the input settles.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{analyze, fixture, run, run_with_stdin, Run, TempDir};
+
+/// Splits JSON Lines events into `n` files by operation (every event of an operation in
+/// one file), by a hash of its key of our own: any split by operation must do.
+fn split_by_operation(events: &str, n: usize, dir: &TempDir, stem: &str) -> Vec<PathBuf> {
+    let mut parts = vec![String::new(); n];
+    for line in events.lines().filter(|l| !l.trim().is_empty()) {
+        let value: serde_json::Value = serde_json::from_str(line).expect("a JSON event");
+        let key = format!("{}/{}", value["test_run_id"], value["operation_id"]);
+        let share = key
+            .bytes()
+            .fold(7u64, |h, b| h.wrapping_mul(31) ^ u64::from(b))
+            % n as u64;
+        parts[share as usize].push_str(line);
+        parts[share as usize].push('\n');
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| dir.file(&format!("{stem}-{i}.jsonl"), text.as_bytes()))
+        .collect()
+}
+
+fn path_args(paths: &[PathBuf]) -> Vec<String> {
+    paths.iter().map(|p| p.display().to_string()).collect()
+}
+
+/// `analyze FILE --format partial -o FILE.partial` for each file (plus `extra` flags).
+fn partials(files: &[PathBuf], extra: &[&str]) -> Vec<PathBuf> {
+    files
+        .iter()
+        .map(|f| {
+            let out = f.with_extension("partial");
+            let mut args = vec![
+                "analyze".to_string(),
+                f.display().to_string(),
+                "--format".into(),
+                "partial".into(),
+                "-o".into(),
+                out.display().to_string(),
+            ];
+            args.extend(extra.iter().map(|s| s.to_string()));
+            run(&args).expect_code(0);
+            out
+        })
+        .collect()
+}
+
+fn merge(parts: &[PathBuf], extra: &[&str]) -> Run {
+    let mut args = vec!["merge".to_string()];
+    args.extend(path_args(parts));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    run(&args)
+}
+
+fn analyze_files(files: &[PathBuf], extra: &[&str]) -> Run {
+    let mut args = path_args(files);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    analyze(&args)
+}
+
+/// One run over `files` and the merge of their partials agree in every output format.
+fn assert_merge_is_one_run(files: &[PathBuf], parts: &[PathBuf], extra: &[&str]) {
+    for format in ["jsonl", "csv", "json", "markdown", "table", "html"] {
+        let mut flags = vec!["--format", format];
+        flags.extend(extra);
+        let one = analyze_files(files, &flags);
+        let merged = merge(parts, &flags);
+        assert_eq!(
+            merged.code, one.code,
+            "{format}: exit code\n{}",
+            merged.stderr
+        );
+        assert!(
+            merged.stdout == one.stdout,
+            "{format}: the merge differs from one run\n--- one run ---\n{}\n--- merge ---\n{}",
+            String::from_utf8_lossy(&one.stdout),
+            String::from_utf8_lossy(&merged.stdout)
+        );
+    }
+}
+
+#[test]
+fn the_incident_split_in_three_merges_to_one_run_in_every_format() {
+    let dir = TempDir::new("partial-incident");
+    let events = std::fs::read_to_string(fixture("incident.jsonl")).unwrap();
+    let files = split_by_operation(&events, 3, &dir, "incident");
+    let parts = partials(&files, &[]);
+    assert_merge_is_one_run(&files, &parts, &[]);
+
+    // The rows do not depend on how the input was split into files at all.
+    let whole = analyze(&[
+        fixture("incident.jsonl").display().to_string(),
+        "--format".into(),
+        "jsonl".into(),
+    ]);
+    let merged = merge(&parts, &["--format", "jsonl"]);
+    assert_eq!(merged.stdout, whole.expect_code(0).stdout);
+
+    // The summary names the files the partials read, in the order of the partials.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&merge(&parts, &["--format", "json"]).stdout).unwrap();
+    let named: Vec<String> = summary["input"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(named, path_args(&files));
+    assert!(!summary["timelines"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_generated_input_split_in_three_merges_to_one_run_with_the_same_gate() {
+    let dir = TempDir::new("partial-generated");
+    let generated = run(&["generate", "--ops", "3000", "--seed", "11"]);
+    let events = generated.expect_code(0).stdout_text();
+    let files = split_by_operation(&events, 3, &dir, "gen");
+    let parts = partials(&files, &[]);
+    assert_merge_is_one_run(&files, &parts, &[]);
+
+    // The gate: the same verdict, exit code and JUnit file.
+    let gate = [
+        "--fail-on",
+        "nested-retry > 0",
+        "--fail-on",
+        "healthy < 50%",
+    ];
+    let one_junit = dir.path.join("one.xml");
+    let merged_junit = dir.path.join("merged.xml");
+    let mut one_flags: Vec<&str> = gate.to_vec();
+    let one_path = one_junit.display().to_string();
+    one_flags.extend(["--junit", &one_path]);
+    let one = analyze_files(&files, &one_flags);
+    let mut merged_flags: Vec<&str> = gate.to_vec();
+    let merged_path = merged_junit.display().to_string();
+    merged_flags.extend(["--junit", &merged_path]);
+    let merged = merge(&parts, &merged_flags);
+    one.expect_code(1);
+    merged.expect_code(1);
+    assert_eq!(merged.stderr, one.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&merged_junit).unwrap(),
+        std::fs::read_to_string(&one_junit).unwrap()
+    );
+    let mut report_only = gate.to_vec();
+    report_only.push("--report-only");
+    merge(&parts, &report_only).expect_code(0);
+}
+
+/// A burst of `ops` operations whose retries start within a few ms, on a quiet background.
+fn burst_events(ops: usize) -> String {
+    let mut out = String::new();
+    let line = |op: &str, hop: &str, attempt: u32, start: u64, finish: u64, outcome: &str| {
+        format!(
+            "{{\"operation_id\":\"{op}\",\"hop\":\"{hop}\",\"attempt\":{attempt},\"start_ms\":{start},\"finish_ms\":{finish},\"outcome\":\"{outcome}\",\"target\":\"t\"}}\n"
+        )
+    };
+    for i in 0..ops {
+        let op = format!("burst-{i:02}");
+        let t = 10_000 + i as u64;
+        out += &line(&op, "caller", 1, t, t + 900, "ok");
+        out += &line(&op, "gateway", 1, t + 1, t + 50, "503");
+        out += &line(&op, "gateway", 2, t + 500, t + 550, "ok");
+    }
+    // Quiet background: single healthy operations spread over a minute.
+    for i in 0..40 {
+        let op = format!("quiet-{i:02}");
+        let t = i * 1_500;
+        out += &line(&op, "caller", 1, t, t + 20, "ok");
+    }
+    out
+}
+
+#[test]
+fn a_burst_whose_operations_are_in_different_partials_is_found() {
+    let dir = TempDir::new("partial-burst");
+    let files = split_by_operation(&burst_events(12), 3, &dir, "burst");
+    let parts = partials(&files, &[]);
+    let summary = |run: Run| -> serde_json::Value {
+        serde_json::from_slice(&run.expect_code(0).stdout).unwrap()
+    };
+    let merged = summary(merge(&parts, &["--format", "json"]));
+    assert_eq!(merged["bursts"]["count"], 1, "{merged:#}");
+    assert_eq!(merged["bursts"]["operations"], 12);
+    // No partial alone holds enough of it: the burst is found only across them.
+    for part in &parts {
+        let alone = summary(merge(std::slice::from_ref(part), &["--format", "json"]));
+        assert_eq!(alone["bursts"]["count"], 0, "{}", part.display());
+    }
+    assert_merge_is_one_run(&files, &parts, &[]);
+}
+
+#[test]
+fn unfinished_attempts_take_the_end_of_all_the_input() {
+    // Two attempts of one line at the gateway never finish: they overlap until the trace
+    // ends, which is in the other file, 5 s later than anything in theirs.
+    let unfinished = concat!(
+        "{\"operation_id\":\"open\",\"hop\":\"caller\",\"attempt\":1,\"start_ms\":0,\"finish_ms\":1000,\"outcome\":\"timeout\"}\n",
+        "{\"operation_id\":\"open\",\"hop\":\"gateway\",\"attempt\":1,\"start_ms\":10}\n",
+        "{\"operation_id\":\"open\",\"hop\":\"gateway\",\"attempt\":2,\"start_ms\":200}\n",
+    );
+    let late = "{\"operation_id\":\"late\",\"hop\":\"caller\",\"attempt\":1,\"start_ms\":5000,\"finish_ms\":6000,\"outcome\":\"ok\"}\n";
+    let dir = TempDir::new("partial-unfinished");
+    let files = vec![
+        dir.file("unfinished.jsonl", unfinished.as_bytes()),
+        dir.file("late.jsonl", late.as_bytes()),
+    ];
+    let parts = partials(&files, &[]);
+    let rows = merge(&parts, &["--format", "jsonl"])
+        .expect_code(0)
+        .stdout_text();
+    let open: serde_json::Value =
+        serde_json::from_str(rows.lines().find(|l| l.contains("\"open\"")).unwrap()).unwrap();
+    assert_eq!(open["overlap_ms"], 5800.0, "{rows}");
+    assert_merge_is_one_run(&files, &parts, &[]);
+}
+
+#[test]
+fn partials_pass_through_pipes_compression_and_directories() {
+    let dir = TempDir::new("partial-streams");
+    let events = std::fs::read_to_string(fixture("incident.jsonl")).unwrap();
+    let files = split_by_operation(&events, 3, &dir, "incident");
+    let one = analyze_files(&files, &["--format", "jsonl"])
+        .expect_code(0)
+        .stdout
+        .clone();
+
+    // To standard output, then concatenated into one stream on standard input.
+    let mut stream = Vec::new();
+    for f in &files {
+        let written = analyze(&[f.display().to_string(), "--format".into(), "partial".into()]);
+        stream.extend(written.expect_code(0).stdout.clone());
+    }
+    let merged = run_with_stdin(&["merge", "-", "--format", "jsonl"], Some(&stream));
+    assert_eq!(merged.expect_code(0).stdout, one);
+
+    // zstd-compressed files in a directory.
+    let parts = partials(&files, &[]);
+    let packed = TempDir::new("partial-packed");
+    for p in &parts {
+        let name = format!("{}.zst", p.file_name().unwrap().to_string_lossy());
+        packed.file(
+            &name,
+            &zstd::encode_all(&std::fs::read(p).unwrap()[..], 3).unwrap(),
+        );
+    }
+    let merged = merge(std::slice::from_ref(&packed.path), &["--format", "jsonl"]);
+    assert_eq!(merged.expect_code(0).stdout, one);
+}
+
+fn edit(part: &Path, from: &str, to: &str, dir: &TempDir, name: &str) -> PathBuf {
+    let text = std::fs::read_to_string(part).unwrap();
+    assert!(text.contains(from), "{from} not in the partial");
+    dir.file(name, text.replacen(from, to, 1).as_bytes())
+}
+
+#[test]
+fn partials_of_another_version_or_other_rules_are_refused() {
+    let dir = TempDir::new("partial-refused");
+    let events = std::fs::read_to_string(fixture("incident.jsonl")).unwrap();
+    let files = split_by_operation(&events, 2, &dir, "incident");
+    let parts = partials(&files, &[]);
+
+    let future = edit(
+        &parts[1],
+        "\"version\":1",
+        "\"version\":2",
+        &dir,
+        "future.partial",
+    );
+    let refused = merge(&[parts[0].clone(), future], &[]);
+    refused.expect_code(2);
+    assert!(refused.stderr.contains("version 2"), "{}", refused.stderr);
+
+    let other_hops = partials(
+        &files[1..],
+        &["--hops", "caller,gateway,consumer,dependency,db"],
+    );
+    let refused = merge(&[parts[0].clone(), other_hops[0].clone()], &[]);
+    refused.expect_code(2);
+    assert!(refused.stderr.contains("hop order"), "{}", refused.stderr);
+
+    let other_budget = partials(&files[1..], &["--budget", "gateway=5"]);
+    let refused = merge(&[parts[0].clone(), other_budget[0].clone()], &[]);
+    refused.expect_code(2);
+    assert!(refused.stderr.contains("budgets"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("gateway=5"), "{}", refused.stderr);
+
+    // A policy given to the merge may not change the partials' rules.
+    let policy = dir.file("policy.toml", b"[budgets]\ndependency = 1\n");
+    let refused = merge(&parts, &["--policy", &policy.display().to_string()]);
+    refused.expect_code(2);
+    assert!(refused.stderr.contains("budgets"), "{}", refused.stderr);
+
+    // A cut partial, and not a partial at all.
+    let text = std::fs::read_to_string(&parts[0]).unwrap();
+    let cut = dir.file(
+        "cut.partial",
+        text[..text.len() / 2]
+            .rsplit_once('\n')
+            .unwrap()
+            .0
+            .as_bytes(),
+    );
+    merge(&[cut], &[]).expect_code(2);
+    let refused = merge(&[files[0].clone()], &[]);
+    refused.expect_code(2);
+    assert!(
+        refused.stderr.contains("not a partial"),
+        "{}",
+        refused.stderr
+    );
+
+    // An operation in two partials: the input was not split by operation.
+    let refused = merge(&[parts[0].clone(), parts[0].clone()], &[]);
+    refused.expect_code(2);
+    assert!(
+        refused.stderr.contains("in two partials"),
+        "{}",
+        refused.stderr
+    );
+}
