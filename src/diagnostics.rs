@@ -142,6 +142,10 @@ impl Diagnostics {
     }
 
     /// The first [`ISSUES_SHOWN`] bad lines recorded so far.
+    pub fn policy(&self) -> BadInputPolicy {
+        self.policy
+    }
+
     pub fn issues(&self) -> &[InputIssue] {
         &self.issues
     }

@@ -87,7 +87,18 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Analyze(args) => analyze(analyze_config(args)?),
+        Command::Analyze(args) => {
+            let budget = ingest::spill::Budget {
+                limit_bytes: args
+                    .memory
+                    .memory_limit
+                    .unwrap_or(ingest::spill::DEFAULT_MEMORY_LIMIT),
+                temp_dir: args.memory.temp_dir,
+            };
+            let mut config = analyze_config(args.analyze)?;
+            config.input.budget = Some(budget);
+            analyze(config)
+        }
         Command::Generate(args) => generate(args),
         Command::Convert(args) => convert(args),
         Command::Show(args) => show(show_config(args)?),
@@ -734,6 +745,8 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         progress: ingest::progress::wanted(),
         max_line_bytes: args.max_line_bytes,
         spans,
+        // `analyze` sets it; every other command holds every event.
+        budget: None,
     })
 }
 

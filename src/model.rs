@@ -55,6 +55,11 @@ impl Interner {
     pub fn resolve(&self, sym: Sym) -> &str {
         stored(&self.bytes, &self.ends, sym)
     }
+
+    /// The memory the strings take: their bytes, their ends and the table's entries.
+    pub fn heap_bytes(&self) -> u64 {
+        (self.bytes.len() + self.ends.len() * (std::mem::size_of::<usize>() + 5)) as u64
+    }
 }
 
 /// String `id` of an interner's buffer: it starts where the previous one ends.
@@ -437,8 +442,6 @@ pub struct OperationKey {
 /// at the 0xFF byte. Documented in docs/scale.md: engines and scripts that route lines
 /// themselves may compute the same partition. Stable across versions and machines: a
 /// change here is a breaking change of the partial format.
-// Its first callers (`--partition K/N`, spilling) land next; the allow goes with them.
-#[allow(dead_code)]
 pub fn partition_of(test_run_id: Option<&str>, operation_id: &str, n: u32) -> u32 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0000_0100_0000_01b3;

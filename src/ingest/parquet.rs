@@ -178,7 +178,7 @@ impl Reading<'_> {
                 Err(message) => out.bad_line(self.file, line, message)?,
             }
         }
-        Ok(())
+        out.after_batch()
     }
 }
 
@@ -238,6 +238,7 @@ mod tests {
             progress: false,
             max_line_bytes: None,
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
+            budget: None,
         }
     }
 
