@@ -88,7 +88,25 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Analyze(args) => analyze(analyze_config(args)?),
+        Command::Analyze(args) => {
+            let budget = ingest::spill::Budget {
+                limit_bytes: args
+                    .memory
+                    .memory_limit
+                    .unwrap_or(ingest::spill::DEFAULT_MEMORY_LIMIT),
+                temp_dir: args.memory.temp_dir,
+            };
+            if args.memory.memory_limit.is_some()
+                && matches!(args.analyze.format, FormatArg::Partial)
+            {
+                anyhow::bail!(
+                    "--format partial holds its partition's events in memory and does not take --memory-limit: make each partition smaller with --partition K/N"
+                );
+            }
+            let mut config = analyze_config(args.analyze)?;
+            config.input.budget = Some(budget);
+            analyze(config)
+        }
         Command::Generate(args) => generate(args),
         Command::Convert(args) => convert(args),
         Command::Show(args) => show(show_config(args)?),
@@ -254,13 +272,34 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
         return write_partial(config);
     }
     let mut stages = profile::Stages::from_env();
-    let ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
+    let read = ingest::read_partitioned(&config.input, &config.rules.hops)?;
     stages.mark("ingest");
     // The worst operations keep their attempts for the timelines.
     let keep = analysis::Keep::Worst(config.top.min(summary::TIMELINES_DRAWN));
-    let analysis = partial::analyze(ingested, &config.rules, &keep)?;
+    let analysis = analyze_partitions(read, &config.rules, &keep)?;
     stages.mark("normalize+group+classify");
     report_run(&config, &analysis, stages)
+}
+
+/// Analyses what was read: everything at once when it fitted the memory budget, else each
+/// spilled partition in turn into a partial, then the partials merged (the merge that
+/// `attempt-funnel merge` runs over partials from several machines).
+fn analyze_partitions(
+    read: ingest::Partitioned,
+    rules: &Rules,
+    keep: &analysis::Keep,
+) -> Result<analysis::Analysis> {
+    if read.spill.is_none() {
+        return partial::analyze(read.head, rules, keep);
+    }
+    let mut partials = Vec::new();
+    read.partitions(|mut part| {
+        // Each partition knows the trace end of all the input: nothing is deferred.
+        partials.push(partial::build(&mut part, rules, keep, true)?);
+        crate::profile::note("partition analysed");
+        Ok(())
+    })?;
+    partial::merge(partials, rules, keep.parts().0)
 }
 
 /// `analyze --format partial`: this partition's result, before the merge. It keeps the
@@ -1002,6 +1041,8 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         mapping,
         // `analyze --partition` sets it; every other command reads every operation.
         partition: None,
+        // `analyze` sets it; every other command holds every event.
+        budget: None,
     })
 }
 

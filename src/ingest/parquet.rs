@@ -176,7 +176,7 @@ impl Reading<'_> {
                 Err(message) => out.bad_line(self.file, line, message)?,
             }
         }
-        Ok(())
+        out.after_batch()
     }
 }
 
@@ -238,6 +238,7 @@ mod tests {
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
             mapping: None,
             partition: None,
+            budget: None,
         }
     }
 
