@@ -670,7 +670,10 @@ fn install_cleanup_on_signal() {
 mod tests {
     use super::*;
 
-    fn sample() -> (Vec<Event>, Vec<(Option<Sym>, Sym)>, Interner) {
+    /// Events, their operation table and their strings.
+    type Sample = (Vec<Event>, Vec<(Option<Sym>, Sym)>, Interner);
+
+    fn sample() -> Sample {
         let mut strings = Interner::default();
         let run = strings.intern("run-1");
         let ops: Vec<(Option<Sym>, Sym)> = (0..50)
