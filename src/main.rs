@@ -415,9 +415,11 @@ fn read_partials(paths: &[InputPath]) -> Result<Vec<partial::Partial>> {
     let mut parts = Vec::new();
     for input in &inputs {
         match ingest::source::open(input, &progress.counter())? {
+            // The rows of a partial file stay there until the merge streams them out.
             ingest::source::Content::Lines(reader) => parts.extend(partial::format::read(
                 &input.name,
                 std::io::BufReader::with_capacity(1 << 20, reader),
+                input.rereadable().then_some(input),
             )?),
             ingest::source::Content::Parquet(_) => anyhow::bail!(
                 "'{}' is a Parquet file, not a partial: give merge the files written by attempt-funnel analyze --format partial",

@@ -23,7 +23,7 @@ use common::*;
 use encoded::{gzip, jsonl_to_parquet, zstd};
 
 /// Commands that are not attempt-funnel's to run here, by their first words, and why.
-const NOT_RUN: [(&str, &str); 9] = [
+const NOT_RUN: [(&str, &str); 11] = [
     ("cargo test", "runs this very test suite"),
     (
         "cargo install",
@@ -33,6 +33,14 @@ const NOT_RUN: [(&str, &str); 9] = [
     (
         "bench/run.sh",
         "installs the benchmark's peers and runs for minutes",
+    ),
+    (
+        "bench/scale.sh",
+        "generates a million events and times runs for minutes",
+    ),
+    (
+        "examples/spark/run.sh",
+        "installs pyspark from PyPI and runs Spark for minutes",
     ),
     ("kubectl ", "needs a Kubernetes cluster"),
     ("fuzz/run.sh", "builds the tests and fuzzes for minutes"),

@@ -245,8 +245,18 @@ fn partials_pass_through_pipes_compression_and_directories() {
     let merged = run_with_stdin(&["merge", "-", "--format", "jsonl"], Some(&stream));
     assert_eq!(merged.expect_code(0).stdout, one);
 
-    // zstd-compressed files in a directory.
+    // Several partials one after the other in one file: each one's rows are read again
+    // from its place in the file when the merge streams them out.
     let parts = partials(&files, &[]);
+    let mut joined = Vec::new();
+    for p in &parts {
+        joined.extend(std::fs::read(p).unwrap());
+    }
+    let joined = dir.file("joined.partial", &joined);
+    let merged = merge(&[joined], &["--format", "jsonl"]);
+    assert_eq!(merged.expect_code(0).stdout, one);
+
+    // zstd-compressed files in a directory.
     let packed = TempDir::new("partial-packed");
     for p in &parts {
         let name = format!("{}.zst", p.file_name().unwrap().to_string_lossy());

@@ -52,6 +52,11 @@ pub struct Input {
 }
 
 impl Input {
+    /// A regular file, which can be opened and read again (not a stream, nor a pipe).
+    pub fn rereadable(&self) -> bool {
+        matches!(self.location, Location::File(_)) && self.size.is_some()
+    }
+
     /// An input known only by its name, of unknown size (for tests of the readers).
     #[cfg(test)]
     pub fn named(name: &str) -> Input {

@@ -15,10 +15,11 @@ use std::io::{BufRead, Write};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{InputPart, Kept, OpAttempts, Partial, Row, RulesFingerprint};
+use super::{InputPart, Kept, OpAttempts, Partial, Row, Rows, RulesFingerprint};
 use crate::analysis::{AttemptColumns, FinalOutcome, Pending, TraceEnd};
 use crate::burst::RetryPoint;
 use crate::classify::{Class, Finding, FindingLabel};
+use crate::ingest::source::Input;
 use crate::model::{Attempt, Millis, OperationKey, Outcome, SourceRef, Sym};
 use crate::rules::HopOrder;
 
@@ -339,7 +340,12 @@ pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
     for (hop, r) in &partial.retries {
         line(&Line::Retry(WireRetry(*hop, r.start_ms, r.op, r.delay_ms)))?;
     }
-    for row in &partial.rows {
+    let rows: Box<dyn Iterator<Item = Result<Row>>> = match &partial.rows {
+        Rows::Memory(rows) => Box::new(rows.iter().cloned().map(Ok)),
+        Rows::File(file) => Box::new(rows_of(file)?),
+    };
+    for row in rows {
+        let row = row?;
         let p = &row.pending;
         line(&Line::Row(WireRow {
             test_run_id: row.key.test_run_id.as_deref().map(str::to_string),
@@ -367,8 +373,9 @@ pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
 }
 
 /// Reads every partial in a stream (one, or several one after the other). `name`: how
-/// messages name the stream.
-pub fn read(name: &str, input: impl BufRead) -> Result<Vec<Partial>> {
+/// messages name the stream. `file`: the input it is, when it can be read again (a regular
+/// file): its rows are then checked and left there, for the merge to stream them out.
+pub fn read(name: &str, input: impl BufRead, file: Option<&Input>) -> Result<Vec<Partial>> {
     let mut out = Vec::new();
     let mut open: Option<Reading> = None;
     let mut number = 0u64;
@@ -380,7 +387,10 @@ pub fn read(name: &str, input: impl BufRead) -> Result<Vec<Partial>> {
         }
         let at = || format!("{name}:{number}");
         match open.as_mut() {
-            None => open = Some(Reading::start(&line, name, number).with_context(at)?),
+            None => {
+                let place = file.map(|f| (f.clone(), out.len()));
+                open = Some(Reading::start(&line, name, number, place).with_context(at)?)
+            }
             Some(reading) => {
                 let parsed: Line = serde_json::from_str(&line).map_err(|e| {
                     anyhow!(
@@ -411,11 +421,125 @@ struct Reading {
     partial: Partial,
     hops: HopOrder,
     counts: Counts,
+    /// Kept operations until their rows are read: (position, worst, asked, attempts).
+    kept: Vec<(u32, bool, bool, OpAttempts)>,
+    /// The rows of kept operations, by position.
+    kept_rows: std::collections::HashMap<u32, Row>,
+    /// The rows, unless they are left in the file (`place`).
+    rows: Vec<Row>,
+    last_key: Option<OperationKey>,
+    /// The file and which partial of it this is, when its rows are left there.
+    place: Option<(Input, usize)>,
+}
+
+/// The rows of a partial left in its file.
+#[derive(Debug, Clone)]
+pub struct FileRows {
+    input: Input,
+    /// Which partial of the file (several may follow each other).
+    index: usize,
+    pub count: u32,
+    hops: HopOrder,
+}
+
+/// The rows of a partial file, read again in order (their checks were made when it was
+/// first read; a file that changed since is an error).
+pub fn rows_of(file: &FileRows) -> Result<impl Iterator<Item = Result<Row>>> {
+    let counter = crate::ingest::progress::Progress::new(false, None).counter();
+    let reader = match crate::ingest::source::open(&file.input, &counter)? {
+        crate::ingest::source::Content::Lines(reader) => reader,
+        crate::ingest::source::Content::Parquet(_) => {
+            bail!("'{}' changed while it was merged", file.input.name)
+        }
+    };
+    Ok(RowReader {
+        lines: std::io::BufReader::with_capacity(1 << 20, reader).lines(),
+        file: file.clone(),
+        headers: 0,
+        ours: false,
+        read: 0,
+        done: false,
+    })
+}
+
+struct RowReader {
+    lines: std::io::Lines<std::io::BufReader<Box<dyn std::io::Read + Send>>>,
+    file: FileRows,
+    /// Headers seen so far.
+    headers: usize,
+    /// Within the partial whose rows these are.
+    ours: bool,
+    read: u32,
+    done: bool,
+}
+
+impl RowReader {
+    /// The end of this partial's rows: all of them must have been read.
+    fn end(&mut self) -> Option<Result<Row>> {
+        self.done = true;
+        (self.read != self.file.count).then(|| {
+            Err(anyhow!(
+                "'{}' changed while it was merged: {} rows read again, {} the first time",
+                self.file.input.name,
+                self.read,
+                self.file.count
+            ))
+        })
+    }
+}
+
+/// The kind of a partial's line, from its first key (without parsing the rest).
+fn kind_of(line: &str) -> &str {
+    let rest = line.trim_start().trim_start_matches('{').trim_start();
+    let rest = rest.strip_prefix('"').unwrap_or(rest);
+    &rest[..rest.find('"').unwrap_or(0)]
+}
+
+impl Iterator for RowReader {
+    type Item = Result<Row>;
+
+    fn next(&mut self) -> Option<Result<Row>> {
+        while !self.done {
+            let line = match self.lines.next() {
+                None => return self.end(),
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e.into()));
+                }
+                Some(Ok(line)) => line,
+            };
+            match kind_of(&line) {
+                "partial" => {
+                    self.headers += 1;
+                    self.ours = self.headers == self.file.index + 1;
+                }
+                "end" if self.ours => return self.end(),
+                "row" if self.ours => {
+                    self.read += 1;
+                    let row = match serde_json::from_str::<Line>(&line) {
+                        Ok(Line::Row(r)) => row_of(r, &self.file.hops),
+                        _ => Err(anyhow!(
+                            "'{}' changed while it was merged",
+                            self.file.input.name
+                        )),
+                    };
+                    return Some(row);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
 }
 
 impl Reading {
     /// The header line: refused unless it is a partial of this version.
-    fn start(line: &str, name: &str, number: u64) -> Result<Reading> {
+    fn start(
+        line: &str,
+        name: &str,
+        number: u64,
+        place: Option<(Input, usize)>,
+    ) -> Result<Reading> {
         let value: serde_json::Value = serde_json::from_str(line).map_err(|_| {
             anyhow!("not a partial: its first line is not JSON (partials are made with attempt-funnel analyze --format partial)")
         })?;
@@ -452,7 +576,7 @@ impl Reading {
                     TraceEndKind::Local => TraceEnd::Local(header.trace_end_ms),
                 },
                 input: header.input,
-                rows: Vec::new(),
+                rows: Rows::Memory(Vec::new()),
                 retries: Vec::new(),
                 attempts: Vec::new(),
                 kept: Vec::new(),
@@ -460,6 +584,11 @@ impl Reading {
             },
             hops,
             counts: Counts::default(),
+            kept: Vec::new(),
+            kept_rows: std::collections::HashMap::new(),
+            rows: Vec::new(),
+            last_key: None,
+            place,
         })
     }
 
@@ -482,12 +611,7 @@ impl Reading {
             Line::Kept(k) => {
                 self.counts.kept += 1;
                 let attempts = self.operation(k.operation)?;
-                self.partial.kept.push(Kept {
-                    row: k.row,
-                    worst: k.worst,
-                    asked: k.asked,
-                    attempts,
-                });
+                self.kept.push((k.row, k.worst, k.asked, attempts));
             }
             Line::Deferred(d) => {
                 self.counts.deferred += 1;
@@ -537,68 +661,27 @@ impl Reading {
                 ));
             }
             Line::Row(r) => {
+                let position = self.counts.rows as u32;
                 self.counts.rows += 1;
-                let row = self.row(r)?;
-                if let Some(last) = self.partial.rows.last() {
-                    if last.key >= row.key {
+                let row = row_of(r, &self.hops)?;
+                if let Some(last) = &self.last_key {
+                    if *last >= row.key {
                         bail!(
-                            "rows out of key order ({} after {}): the partial was edited, or operations were split between partials",
+                            "rows out of key order ({} after {last}): the partial was edited",
                             row.key,
-                            last.key
                         );
                     }
                 }
-                self.partial.rows.push(row);
+                self.last_key = Some(row.key.clone());
+                if self.kept.iter().any(|k| k.0 == position) {
+                    self.kept_rows.insert(position, row.clone());
+                }
+                if self.place.is_none() {
+                    self.rows.push(row);
+                }
             }
         }
         Ok(())
-    }
-
-    fn hop_named(&self, name: &str) -> Result<u16> {
-        self.hops
-            .index_of(name)
-            .ok_or_else(|| anyhow!("hop \"{name}\" is not in the header's hop order"))
-    }
-
-    fn row(&self, r: WireRow) -> Result<Row> {
-        if r.funnel.len() != self.hops.len() {
-            bail!(
-                "a funnel of {} hops, not the header's {}",
-                r.funnel.len(),
-                self.hops.len()
-            );
-        }
-        let findings = r
-            .findings
-            .iter()
-            .map(|f| {
-                Ok(Finding {
-                    kind: f.kind,
-                    hop: self.hop_named(&f.hop)?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Row {
-            key: OperationKey {
-                test_run_id: r.test_run_id.map(Into::into),
-                operation_id: r.operation_id.into(),
-            },
-            pending: Pending {
-                class_without_burst: r.class,
-                class_in_burst: r.class_in_burst,
-                first_multiplying_hop: r
-                    .first_multiplying_hop
-                    .as_deref()
-                    .map(|h| self.hop_named(h))
-                    .transpose()?,
-                funnel: r.funnel,
-                findings,
-                first_start_ms: r.first_start_ms,
-                last_finish_ms: r.last_finish_ms,
-                overlap_ms: r.overlap_ms,
-                final_outcome: r.final_outcome,
-            },
-        })
     }
 
     fn operation(&self, w: WireOperation) -> Result<OpAttempts> {
@@ -658,24 +741,86 @@ impl Reading {
     }
 
     /// The end line: every line it counts was read, and every position points at a row.
-    fn finish(self, counts: Counts) -> Result<Partial> {
+    fn finish(mut self, counts: Counts) -> Result<Partial> {
         if counts != self.counts {
             bail!("the partial's end line counts {counts:?} but {:?} were read: the partial was cut or edited; make it again", self.counts);
         }
-        let rows = self.partial.rows.len() as u32;
-        if self.partial.retries.iter().any(|(_, r)| r.op >= rows)
-            || self.partial.kept.iter().any(|k| k.row >= rows)
-        {
-            bail!("a retry start or kept operation points past the partial's rows");
+        let rows = counts.rows as u32;
+        if self.partial.retries.iter().any(|(_, r)| r.op >= rows) {
+            bail!("a retry start points past the partial's rows");
         }
-        if let Some(k) = self
-            .partial
-            .kept
-            .iter()
-            .find(|k| self.partial.rows[k.row as usize].key != k.attempts.key)
-        {
-            bail!("kept operation {} does not match its row", k.attempts.key);
+        for (row, worst, asked, attempts) in std::mem::take(&mut self.kept) {
+            let kept_row = self
+                .kept_rows
+                .remove(&row)
+                .ok_or_else(|| anyhow!("a kept operation points past the partial's rows"))?;
+            if kept_row.key != attempts.key {
+                bail!("kept operation {} does not match its row", attempts.key);
+            }
+            self.partial.kept.push(Kept {
+                row,
+                kept_row,
+                worst,
+                asked,
+                attempts,
+            });
         }
+        self.partial.rows = match self.place {
+            None => Rows::Memory(self.rows),
+            Some((input, index)) => Rows::File(FileRows {
+                input,
+                index,
+                count: rows,
+                hops: self.hops,
+            }),
+        };
         Ok(self.partial)
     }
+}
+
+fn hop_named(hops: &HopOrder, name: &str) -> Result<u16> {
+    hops.index_of(name)
+        .ok_or_else(|| anyhow!("hop \"{name}\" is not in the header's hop order"))
+}
+
+/// A row as read, checked against the header's hops.
+fn row_of(r: WireRow, hops: &HopOrder) -> Result<Row> {
+    if r.funnel.len() != hops.len() {
+        bail!(
+            "a funnel of {} hops, not the header's {}",
+            r.funnel.len(),
+            hops.len()
+        );
+    }
+    let findings = r
+        .findings
+        .iter()
+        .map(|f| {
+            Ok(Finding {
+                kind: f.kind,
+                hop: hop_named(hops, &f.hop)?,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Row {
+        key: OperationKey {
+            test_run_id: r.test_run_id.map(Into::into),
+            operation_id: r.operation_id.into(),
+        },
+        pending: Pending {
+            class_without_burst: r.class,
+            class_in_burst: r.class_in_burst,
+            first_multiplying_hop: r
+                .first_multiplying_hop
+                .as_deref()
+                .map(|h| hop_named(hops, h))
+                .transpose()?,
+            funnel: r.funnel,
+            findings,
+            first_start_ms: r.first_start_ms,
+            last_finish_ms: r.last_finish_ms,
+            overlap_ms: r.overlap_ms,
+            final_outcome: r.final_outcome,
+        },
+    })
 }

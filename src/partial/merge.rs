@@ -9,7 +9,7 @@ use std::collections::BinaryHeap;
 
 use anyhow::{bail, Result};
 
-use super::{OpAttempts, Partial, Row};
+use super::{format, OpAttempts, Partial, Row, Rows};
 use crate::analysis::{
     add_counts, attempts_pass, detect_bursts, worst_first, Analysis, AttemptTable, KeptOperation,
     OperationResult, TraceEnd, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
@@ -99,15 +99,16 @@ pub fn merge(mut parts: Vec<Partial>, rules: &Rules, worst: usize) -> Result<Ana
     // fall out of that order.
     let mut burst_operations: Vec<Vec<OperationKey>> = vec![Vec::new(); bursts.len()];
     let mut operations = Vec::with_capacity(total as usize + deferred.len());
-    let mut sources: Vec<Box<dyn Iterator<Item = (Row, u32)>>> = Vec::new();
+    let mut sources: Vec<Source> = Vec::new();
     let mut attempt_columns = Vec::new();
     for (p, &offset) in parts.iter_mut().zip(&offsets) {
-        let rows = std::mem::take(&mut p.rows);
-        sources.push(Box::new(
-            rows.into_iter()
-                .enumerate()
-                .map(move |(i, row)| (row, offset + i as u32)),
-        ));
+        let numbered = move |(i, row): (usize, Result<Row>)| row.map(|r| (r, offset + i as u32));
+        sources.push(
+            match std::mem::replace(&mut p.rows, Rows::Memory(Vec::new())) {
+                Rows::Memory(rows) => Box::new(rows.into_iter().map(Ok).enumerate().map(numbered)),
+                Rows::File(file) => Box::new(format::rows_of(&file)?.enumerate().map(numbered)),
+            },
+        );
         attempt_columns.append(&mut p.attempts);
     }
     let late_rows: Vec<(Row, u32)> = std::mem::take(&mut late.pending)
@@ -117,10 +118,11 @@ pub fn merge(mut parts: Vec<Partial>, rules: &Rules, worst: usize) -> Result<Ana
             (Row { key, pending }, id)
         })
         .collect();
-    sources.push(Box::new(late_rows.into_iter()));
+    sources.push(Box::new(late_rows.into_iter().map(Ok)));
     attempt_columns.append(&mut late.attempts);
     let mut previous: Option<OperationKey> = None;
-    for (row, id) in KWay::new(sources) {
+    let mut rows = KWay::new(sources)?;
+    while let Some((row, id)) = rows.next_row()? {
         if previous.as_ref() == Some(&row.key) {
             bail!(
                 "operation {} is in two partials: partials must split the input by operation (all events of an operation in one partition), see docs/scale.md",
@@ -234,9 +236,7 @@ fn kept_operations(
     let mut asked: Vec<(OperationResult, u32, &OpAttempts)> = Vec::new();
     for (p, &offset) in parts.iter().zip(offsets) {
         for k in &p.kept {
-            let Some(row) = p.rows.get(k.row as usize) else {
-                continue;
-            };
+            let row = &k.kept_row;
             let id = offset + k.row;
             let result = row.pending.resolve(row.key.clone(), &in_bursts.hops(id));
             if k.asked {
@@ -285,44 +285,46 @@ fn kept_operations(
         .collect()
 }
 
-/// The k-way merge of row sources sorted by key: rows come out in key order.
-struct KWay<I: Iterator<Item = (Row, u32)>> {
-    sources: Vec<I>,
+/// Rows in key order with their index in the merge, from a partial or the deferred ones.
+type Source = Box<dyn Iterator<Item = Result<(Row, u32)>>>;
+
+/// The k-way merge of row sources sorted by key: rows come out in key order, holding one
+/// row per source at a time.
+struct KWay {
+    sources: Vec<Source>,
     heads: Vec<Option<(Row, u32)>>,
     /// (key of a source's head, source), smallest first.
     heap: BinaryHeap<Reverse<(OperationKey, usize)>>,
 }
 
-impl<I: Iterator<Item = (Row, u32)>> KWay<I> {
-    fn new(mut sources: Vec<I>) -> Self {
+impl KWay {
+    fn new(mut sources: Vec<Source>) -> Result<Self> {
         let mut heads = Vec::with_capacity(sources.len());
         let mut heap = BinaryHeap::with_capacity(sources.len());
         for (s, source) in sources.iter_mut().enumerate() {
-            let head = source.next();
+            let head = source.next().transpose()?;
             if let Some((row, _)) = &head {
                 heap.push(Reverse((row.key.clone(), s)));
             }
             heads.push(head);
         }
-        KWay {
+        Ok(KWay {
             sources,
             heads,
             heap,
-        }
+        })
     }
-}
 
-impl<I: Iterator<Item = (Row, u32)>> Iterator for KWay<I> {
-    type Item = (Row, u32);
-
-    fn next(&mut self) -> Option<(Row, u32)> {
-        let Reverse((_, s)) = self.heap.pop()?;
+    fn next_row(&mut self) -> Result<Option<(Row, u32)>> {
+        let Some(Reverse((_, s))) = self.heap.pop() else {
+            return Ok(None);
+        };
         let out = self.heads[s].take();
-        self.heads[s] = self.sources[s].next();
+        self.heads[s] = self.sources[s].next().transpose()?;
         if let Some((row, _)) = &self.heads[s] {
             self.heap.push(Reverse((row.key.clone(), s)));
         }
-        out
+        Ok(out)
     }
 }
 

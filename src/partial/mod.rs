@@ -41,7 +41,7 @@ pub struct Partial {
     pub trace_end: TraceEnd,
     pub input: InputPart,
     /// Sorted by operation key. A row's position is its index in `retries` and `kept`.
-    pub rows: Vec<Row>,
+    pub rows: Rows,
     /// Every retry start, with its row's position in `op`.
     pub retries: Vec<(u16, RetryPoint)>,
     /// The attempt rows of the analysed operations, as columns.
@@ -54,6 +54,23 @@ pub struct Partial {
     pub deferred: Vec<OpAttempts>,
 }
 
+/// A partial's rows: in memory, or left in the partial's file and read again, in key
+/// order, when the merge streams them out (a merge of files holds no partial's rows).
+#[derive(Debug, Clone)]
+pub enum Rows {
+    Memory(Vec<Row>),
+    File(format::FileRows),
+}
+
+impl Rows {
+    pub fn len(&self) -> usize {
+        match self {
+            Rows::Memory(rows) => rows.len(),
+            Rows::File(file) => file.count as usize,
+        }
+    }
+}
+
 /// One operation's row before bursts are known.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -61,10 +78,12 @@ pub struct Row {
     pub pending: Pending,
 }
 
-/// A kept operation: its row's position and its attempts.
+/// A kept operation: its row (and the row's position) and its attempts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Kept {
     pub row: u32,
+    /// A copy of the row: the merge needs it before the rows stream by.
+    pub kept_row: Row,
     pub worst: bool,
     pub asked: bool,
     pub attempts: OpAttempts,
@@ -372,6 +391,7 @@ fn from_pass(
         .into_iter()
         .map(|k| Kept {
             row: position[k.op as usize],
+            kept_row: rows[position[k.op as usize] as usize].1.clone(),
             worst: k.worst,
             asked: k.asked,
             attempts: OpAttempts::new(ingested.operation_key(k.op), k.attempts, resolve),
@@ -412,7 +432,7 @@ fn from_pass(
             orphans_per_hop,
             duplicate_effects: pass.duplicate_effects,
         },
-        rows: rows.into_iter().map(|(_, r)| r).collect(),
+        rows: Rows::Memory(rows.into_iter().map(|(_, r)| r).collect()),
         retries,
         attempts: pass.attempts,
         kept,
