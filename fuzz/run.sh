@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every fuzz target for a bounded time (#13). The targets are tests in the crate
-# (`fuzz_*`, driven by src/fuzz.rs on stable Rust): each replays fuzz/corpus/<target>/ and
+# Runs every fuzz target for a bounded time (#13). The targets are tests (`fuzz_*`, driven
+# by src/fuzz.rs on stable Rust), in the crate or, for Parquet, in tests/hostile.rs, where
+# each input runs the real binary: each replays fuzz/corpus/<target>/ and
 # then mutates it for FUZZ_SECONDS. A failing input is saved under fuzz/crashes/<target>/
 # and the script exits 1; once fixed, commit the input to fuzz/corpus/<target>/, where every
 # `cargo test` replays it.
@@ -12,32 +13,34 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# target → the cargo test target and the test's name in it.
 declare -A TEST=(
-  [jsonl]=ingest::jsonl::tests::fuzz_jsonl
-  [logfmt]=ingest::logfmt::tests::fuzz_logfmt
-  [otlp]=ingest::otlp::tests::fuzz_otlp
-  [zipkin]=ingest::zipkin::tests::fuzz_zipkin
-  [ingest]=ingest::tests::fuzz_ingest
-  [parquet]=ingest::tests::fuzz_parquet
-  [gate]=gate::condition::tests::fuzz_gate
-  [policy]=policy::tests::fuzz_policy
+  [jsonl]="--bin attempt-funnel ingest::jsonl::tests::fuzz_jsonl"
+  [logfmt]="--bin attempt-funnel ingest::logfmt::tests::fuzz_logfmt"
+  [otlp]="--bin attempt-funnel ingest::otlp::tests::fuzz_otlp"
+  [zipkin]="--bin attempt-funnel ingest::zipkin::tests::fuzz_zipkin"
+  [ingest]="--bin attempt-funnel ingest::tests::fuzz_ingest"
+  [parquet]="--test hostile fuzz_parquet"
+  [gate]="--bin attempt-funnel gate::condition::tests::fuzz_gate"
+  [policy]="--bin attempt-funnel policy::tests::fuzz_policy"
 )
 TARGETS=(jsonl logfmt otlp zipkin ingest gate policy parquet)
 [ $# -gt 0 ] && TARGETS=("$@")
 export FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 
-cargo test --release --bin attempt-funnel --no-run || exit 2
+cargo test --release --bin attempt-funnel --test hostile --no-run || exit 2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
 for target in "${TARGETS[@]}"; do
-  name=${TEST[$target]:-}
-  if [ -z "$name" ]; then
+  spec=${TEST[$target]:-}
+  if [ -z "$spec" ]; then
     echo "fuzz: unknown target '$target' (targets: ${!TEST[*]})" >&2
     exit 2
   fi
   echo "fuzz: $target for $FUZZ_SECONDS s" >&2
-  if cargo test -q --release --bin attempt-funnel -- --exact "$name" --nocapture >"$log" 2>&1; then
+  read -r kind test_target name <<<"$spec"
+  if cargo test -q --release "$kind" "$test_target" -- --exact "$name" --nocapture >"$log" 2>&1; then
     grep -E '^fuzz ' "$log" >&2
   else
     status=1

@@ -65,6 +65,11 @@ pub enum Command {
     /// per command (attempt-funnel-analyze.1, …) into DIR.
     #[command(hide = true, after_help = WRITE_EXIT_CODES)]
     Man(ManArgs),
+    /// Internal: reads a Parquet file from standard input with polars and writes its rows
+    /// to standard output for the attempt-funnel process that started it. Run apart so that
+    /// a corrupt file that aborts polars ends only this process.
+    #[command(name = crate::ingest::PARQUET_WORKER_COMMAND, hide = true)]
+    ParquetWorker(ParquetWorkerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -72,6 +77,13 @@ pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ParquetWorkerArgs {
+    /// A column to read when the file holds it (repeated).
+    #[arg(long = "column", value_name = "NAME")]
+    pub columns: Vec<String>,
 }
 
 #[derive(Debug, Args)]

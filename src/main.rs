@@ -123,6 +123,7 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(exit_codes::SUCCESS)
         }
         Command::Man(args) => man(&args.dir),
+        Command::ParquetWorker(args) => Ok(ingest::run_parquet_worker(&args.columns)),
     }
 }
 

@@ -1,6 +1,6 @@
 //! Panics in a library we call, caught at our boundary. polars panics on some corrupt
-//! Parquet files instead of returning an error; the Parquet reader runs inside
-//! `catch_unwind` and turns the panic into an input error (see `ingest::read_inputs`).
+//! Parquet files instead of returning an error; the Parquet worker process runs it inside
+//! `catch_unwind` and sends the panic back as an input error (see `ingest::parquet`).
 //! While such a boundary is active, the panic hook stays silent: the user sees the error
 //! that names the file, not a panic message and a backtrace hint.
 

@@ -4,6 +4,8 @@
 //! bombs are compressed on the fly.
 
 mod common;
+#[path = "../src/fuzz.rs"]
+mod fuzz;
 
 use std::ffi::OsStr;
 use std::io::Write;
@@ -214,6 +216,80 @@ fn a_parquet_file_with_a_broken_footer_exits_2_naming_it() {
         "{}",
         run.stderr
     );
+}
+
+/// The corrupt file the Parquet fuzz target found (#13): a page header that makes polars
+/// ask for 2^61 bytes, and the failed allocation aborted the process (exit 134), which no
+/// panic boundary catches. Now polars runs in a worker process, and the abort is the
+/// input error that names the file, from a file, stdin and gzipped, on every command.
+#[test]
+fn a_parquet_file_that_aborts_the_reader_is_an_input_error_naming_it() {
+    let path = root().join("fuzz/corpus/parquet/alloc-abort-2pow61.parquet");
+    let bytes = std::fs::read(&path).unwrap();
+    let dir = TempDir::new("parquet-abort");
+    let gz = dir.file("abort.parquet.gz", &gzip(&bytes));
+    let file = path.display().to_string();
+    let gz_name = gz.display().to_string();
+    // (arguments, standard input, the name the error gives the input)
+    type Case<'a> = (Vec<&'a OsStr>, Option<Vec<u8>>, &'a str);
+    let cases: Vec<Case> = vec![
+        (vec![OsStr::new("analyze"), path.as_os_str()], None, &file),
+        (vec![OsStr::new("analyze")], Some(bytes.clone()), "<stdin>"),
+        (vec![OsStr::new("analyze"), gz.as_os_str()], None, &gz_name),
+        (
+            vec![OsStr::new("show"), OsStr::new("op-1"), path.as_os_str()],
+            None,
+            &file,
+        ),
+        (vec![OsStr::new("convert"), path.as_os_str()], None, &file),
+    ];
+    for (args, stdin, name) in cases {
+        let run = run_guarded(&args, stdin, None);
+        run.expect_code(2).expect_no_crash(name);
+        for part in [
+            format!(
+                "could not read '{name}': not a readable Parquet file: it is corrupt or truncated"
+            ),
+            "write it again, or convert it to JSON Lines".to_string(),
+        ] {
+            assert!(
+                run.stderr.contains(&part),
+                "{args:?}: {part}\n{}",
+                run.stderr
+            );
+        }
+    }
+}
+
+/// Fuzz target `parquet` (the mutation fuzzer of src/fuzz.rs; `fuzz/run.sh parquet`):
+/// whatever the bytes, the binary reads them as Parquet to an answer or to the input error
+/// that names the input, from a file and from stdin, within the address-space limit;
+/// never a panic, an abort or a hang. Every `cargo test` replays fuzz/corpus/parquet/.
+#[test]
+fn fuzz_parquet() {
+    let dir = TempDir::new("fuzz-parquet");
+    let path = dir.file("fuzz.parquet", b"");
+    fuzz::run("parquet", |bytes| {
+        std::fs::write(&path, bytes).unwrap();
+        // Both ways in: the file on disk (read by seeking) and a stream (held in memory).
+        let (run, name) = if bytes.len() % 2 == 0 {
+            let args = [OsStr::new("analyze"), path.as_os_str()];
+            let run = run_guarded(&args, None, Some(ADDRESS_SPACE_KIB));
+            (run, path.display().to_string())
+        } else {
+            let run = run_guarded(&["analyze"], Some(bytes.to_vec()), Some(ADDRESS_SPACE_KIB));
+            (run, "<stdin>".to_string())
+        };
+        run.expect_no_crash(&name);
+        if run.code == 2 {
+            // Exit 2 is the input error or bad rows (`name:row: …`): both name the input.
+            assert!(
+                run.stderr.contains(&name),
+                "the error names the input: {}",
+                run.stderr
+            );
+        }
+    });
 }
 
 // --- aborts and memory ---------------------------------------------------------------------

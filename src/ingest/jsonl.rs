@@ -9,44 +9,38 @@ use std::borrow::Cow;
 use super::fields::{field_index, RawFields, Scalar, FIELDS};
 
 pub fn parse(text: &str, unterminated_last: bool) -> Result<RawFields<'_>, String> {
-    is_object(text)?;
+    // serde would read an array by position; an event is an object, say so plainly.
+    if !text.trim_start().starts_with('{') {
+        return Err(
+            "not a JSON object: each line must be one attempt event object, {\"operation_id\": …}"
+                .to_string(),
+        );
+    }
     if let Some(fields) = flat::parse(text) {
         return Ok(fields);
     }
-    serde_json::from_str::<RawFields>(text).map_err(|e| message(e, unterminated_last))
+    serde_json::from_str::<RawFields>(text).map_err(|e| {
+        if e.is_eof() && unterminated_last {
+            "truncated line: the JSON object ends before it closes (was the file cut mid-write?); complete or delete the line".to_string()
+        } else if e.is_eof() || e.is_syntax() {
+            format!("not valid JSON ({e}); each line must be one JSON object")
+        } else {
+            format!("{e}")
+        }
+    })
 }
 
 /// A line read whole as a JSON object, for a key mapping to navigate (see
-/// [`super::mapping`]): never the fast path, the same messages for a line that is not one.
+/// [`super::mapping`]): never the fast path. A line that is not one gets [`parse`]'s
+/// message, called only then, so that the plain path's code is as it was.
 pub fn parse_object(
     text: &str,
     unterminated_last: bool,
 ) -> Result<serde_json::Map<String, serde_json::Value>, String> {
-    is_object(text)?;
-    serde_json::from_str(text).map_err(|e| message(e, unterminated_last))
-}
-
-/// serde would read an array by position; an event is an object, say so plainly.
-fn is_object(text: &str) -> Result<(), String> {
-    if text.trim_start().starts_with('{') {
-        Ok(())
-    } else {
-        Err(
-            "not a JSON object: each line must be one attempt event object, {\"operation_id\": …}"
-                .to_string(),
-        )
-    }
-}
-
-/// What is wrong with a line serde_json could not read.
-fn message(e: serde_json::Error, unterminated_last: bool) -> String {
-    if e.is_eof() && unterminated_last {
-        "truncated line: the JSON object ends before it closes (was the file cut mid-write?); complete or delete the line".to_string()
-    } else if e.is_eof() || e.is_syntax() {
-        format!("not valid JSON ({e}); each line must be one JSON object")
-    } else {
-        format!("{e}")
-    }
+    serde_json::from_str(text).map_err(|e| match parse(text, unterminated_last) {
+        Err(message) => message,
+        Ok(_) => format!("not valid JSON ({e}); each line must be one JSON object"),
+    })
 }
 
 /// The fast path: a flat object whose strings have no escapes. `None` hands the line to

@@ -114,6 +114,17 @@ enum Target {
     Derived(Derived),
 }
 
+impl Target {
+    /// What the key gives a line: two keys that give the same thing cannot both be mapped.
+    fn fills(self) -> &'static str {
+        match self {
+            Target::Derived(Derived::RetryCount) => "attempt",
+            Target::Derived(Derived::Duration(_)) => "duration",
+            Target::Field(i) => FIELDS[i].name(),
+        }
+    }
+}
+
 /// One step of a key path: a key of an object, or a position in an array.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Step {
@@ -318,7 +329,12 @@ impl KeyMapping {
                 "-" => None,
                 _ => Some(KeyPath::parse(theirs).map_err(|e| format!("{origin}: {name}: {e}"))?),
             };
-            self.entries.retain(|e| e.ours != name);
+            // A later origin (the flags) replaces what an earlier one (the policy) said of
+            // the same key, or of the same thing in another form (`retry_count` for
+            // `attempt`).
+            self.entries.retain(|e| {
+                e.ours != name && (e.origin == origin || e.target.fills() != target.fills())
+            });
             self.entries.push(Entry {
                 ours: name,
                 target,
@@ -327,21 +343,15 @@ impl KeyMapping {
             });
         }
         // Two keys that fill one field would make a line say two things.
-        let fills = |e: &Entry| match e.target {
-            Target::Derived(Derived::RetryCount) => "attempt",
-            Target::Derived(Derived::Duration(_)) => "duration",
-            Target::Field(i) => FIELDS[i].name(),
-        };
         for (i, a) in self.entries.iter().enumerate() {
-            if let Some(b) = self.entries[..i]
-                .iter()
-                .find(|b| fills(b) == fills(a) && b.path.is_some() && a.path.is_some())
-            {
+            if let Some(b) = self.entries[..i].iter().find(|b| {
+                b.target.fills() == a.target.fills() && b.path.is_some() && a.path.is_some()
+            }) {
                 return Err(format!(
-                    "{} and {} both give the {}: map one of them",
+                    "{origin}: {} and {} both give the {}: map one of them",
                     b.ours,
                     a.ours,
-                    fills(a)
+                    a.target.fills()
                 ));
             }
         }
@@ -960,6 +970,28 @@ mod tests {
             )
             .unwrap_err();
         assert!(err.contains("unknown hop"), "{err}");
+    }
+
+    #[test]
+    fn the_flags_replace_what_the_policy_says_of_the_same_thing() {
+        let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
+            p.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let mut m = KeyMapping::default();
+        m.add_fields(
+            "policy [fields]",
+            pairs(&[("attempt", "n"), ("operation_id", "a")]),
+        )
+        .unwrap();
+        m.add_fields(
+            "--field",
+            pairs(&[("retry_count", "r"), ("operation_id", "b")]),
+        )
+        .unwrap();
+        let got = read(&m, r#"{"a":"x","b":"o","n":7,"r":0,"start_ms":1}"#).unwrap();
+        assert_eq!((got.operation_id.as_ref(), got.attempt), ("o", Some(1)));
     }
 
     #[test]

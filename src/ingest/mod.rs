@@ -22,6 +22,8 @@ pub mod spans;
 pub mod spill;
 mod zipkin;
 
+pub use parquet::{worker::main as run_parquet_worker, WORKER_COMMAND as PARQUET_WORKER_COMMAND};
+
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::PathBuf;
@@ -334,36 +336,12 @@ fn read_with(
         let file = reader.add_file(name);
         match content {
             Content::Lines(lines) => reader.read_lines(lines, file, &mut progress),
-            Content::Parquet(data) => {
-                guarded(|| parquet::read(data, input, file, &mut reader, &mut progress))
-            }
+            Content::Parquet(data) => parquet::read(data, input, file, &mut reader, &mut progress),
         }
         .with_context(|| format!("could not read '{name}'"))?;
     }
     progress.finish();
     reader.finish_partitioned()
-}
-
-/// Runs the Parquet reader, turning a panic inside it into an error. polars panics on some
-/// corrupt files (a bad footer, a truncated page, a wrong thrift value) instead of
-/// returning an error, and has no API that promises not to; a corrupt input file must be
-/// an input error (exit 2) that names the file, not a crash.
-fn guarded(read: impl FnOnce() -> Result<()>) -> Result<()> {
-    let _quiet = crate::panics::Quiet::new();
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)) {
-        Ok(result) => result,
-        Err(payload) => {
-            let why = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "the reader failed".to_string());
-            anyhow::bail!(
-                "not a readable Parquet file: it is corrupt or truncated ({}); write it again, or convert it to JSON Lines",
-                crate::escape::terminal(why.lines().next().unwrap_or(""))
-            )
-        }
-    }
 }
 
 /// The shortest event line worth reserving for: `{"operation_id":"a","start_ms":1}` and
@@ -809,21 +787,34 @@ impl<'c> Reader<'c> {
 
     /// JSON Lines or logfmt: one event per line.
     fn event_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
-        let (hops, mapping) = (self.hops, self.config.mapping.as_ref());
-        self.chunk_lines(
-            file,
-            chunk,
-            "not valid UTF-8: attempt events must be UTF-8 text",
-            |text, _, unterminated| match mapping {
-                None => {
+        const NOT_UTF8: &str = "not valid UTF-8: attempt events must be UTF-8 text";
+        let (hops, config) = (self.hops, self.config);
+        let keep = |reader: &mut Self, source, checked| {
+            reader.push(source, checked);
+            Vec::new()
+        };
+        // Two loops, not a test per line: the plain one is the fast path as it was, with
+        // nothing of the mapping in it (BENCHMARKS.md, "Key mapping").
+        match &config.mapping {
+            None => self.chunk_lines(
+                file,
+                chunk,
+                NOT_UTF8,
+                |text, _, unterminated| {
                     let fields = match format {
                         InputFormat::Logfmt => logfmt::parse(text),
                         _ => jsonl::parse(text, unterminated),
                     };
                     fields.and_then(|f| f.check(hops))
-                }
-                // A mapped line is read whole and navigated: never the fast path.
-                Some(mapping) => {
+                },
+                keep,
+            ),
+            // A mapped line is read whole and navigated: never the fast path.
+            Some(mapping) => self.chunk_lines(
+                file,
+                chunk,
+                NOT_UTF8,
+                |text, _, unterminated| {
                     let object = match format {
                         InputFormat::Logfmt => logfmt::parse_object(text),
                         _ => jsonl::parse_object(text, unterminated),
@@ -831,13 +822,10 @@ impl<'c> Reader<'c> {
                     object
                         .and_then(|o| mapping.read_object(&o))
                         .and_then(|row| mapping.check(row, hops))
-                }
-            },
-            |reader, source, checked| {
-                reader.push(source, checked);
-                Vec::new()
-            },
-        )
+                },
+                keep,
+            ),
+        }
     }
 
     /// OTLP or Zipkin: the spans of each line are kept for [`Reader::push_spans`], as the
@@ -1300,26 +1288,6 @@ mod tests {
             let keep = crate::analysis::Keep::Worst(3);
             crate::partial::analyze(ingested, &rules, &keep)
                 .expect("the analysis of what was read");
-        });
-    }
-
-    /// Fuzz target (see `crate::fuzz`): a corrupt Parquet file is an error, never a panic
-    /// out of the reader's boundary.
-    #[test]
-    fn fuzz_parquet() {
-        let (config, hops) = (config(BadInputPolicy::Report), HopOrder::default());
-        crate::fuzz::run("parquet", |bytes| {
-            let mut reader = Reader::new(&config, &hops);
-            let file = reader.add_file("fuzz.parquet");
-            let _ = guarded(|| {
-                parquet::read(
-                    source::ParquetData::Memory(std::io::Cursor::new(bytes.to_vec())),
-                    &source::Input::named("fuzz.parquet"),
-                    file,
-                    &mut reader,
-                    &mut Progress::hidden(),
-                )
-            });
         });
     }
 }

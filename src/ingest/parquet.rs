@@ -18,14 +18,24 @@
 //! `finish`, `ts` and `time`); Parquet timestamp columns are not read (cast them to epoch
 //! milliseconds when writing the file).
 //!
-//! The file is read [`ROWS_PER_SLICE`] rows at a time, so memory holds one slice of decoded
-//! columns, not the whole file.
+//! polars runs in a worker process of our own binary (the hidden `parquet-worker`
+//! command, [`worker`]), which sends the rows back over a pipe ([`wire`]). polars trusts
+//! the sizes a Parquet file states: a corrupt file can make it ask for 2^61 bytes, and
+//! the failed allocation aborts the process, which no `catch_unwind` catches (it also
+//! panics on others, and reads its thrift metadata with lists sized from the file). In the
+//! worker an abort, a panic or a killed process ends only the worker; here it becomes the
+//! input error that names the file (exit 2). The worker decodes the next rows while this
+//! process checks the last ones, so the pipe costs little (see BENCHMARKS.md).
 
-use std::borrow::Cow;
+mod wire;
+pub mod worker;
+
+use std::io::{BufReader, Read, Write};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::thread::JoinHandle;
 
 use anyhow::{bail, Context, Result};
-use polars::io::mmap::MmapBytesReader;
-use polars::prelude::{Column, DataFrame, DataType, ParquetReader, SerReader, Series};
 
 use super::fields::Scalar;
 use super::mapping::{Column as Dest, KeyMapping, Row};
@@ -33,10 +43,26 @@ use super::progress::{ByteCounter, Progress};
 use super::source::{Input, ParquetData};
 use super::{File, Reader};
 use crate::model::SourceRef;
+use wire::Kind;
 
-/// Rows decoded at a time: enough to amortise the per-slice overhead of polars, few enough
-/// that a slice of decoded columns stays in the tens of megabytes.
-const ROWS_PER_SLICE: usize = 1 << 18;
+/// The hidden command that runs [`worker::main`].
+pub const WORKER_COMMAND: &str = "parquet-worker";
+
+/// The most of the worker's stderr kept for the error message: its first line says why it
+/// stopped (`memory allocation of … bytes failed`); the rest is drained and dropped.
+const STDERR_KEPT: usize = 4096;
+
+/// Frames read ahead of the rows being checked: the worker keeps decoding meanwhile.
+const FRAMES_AHEAD: usize = 2;
+
+/// The message of every unreadable Parquet file, with `why` (polars' words, or how the
+/// worker stopped).
+pub fn corrupt(why: &str) -> String {
+    format!(
+        "not a readable Parquet file: it is corrupt or truncated ({}); write it again, or convert it to JSON Lines",
+        why.lines().next().unwrap_or("").trim()
+    )
+}
 
 /// Reads one Parquet input, the `file`th.
 pub(super) fn read(
@@ -46,18 +72,174 @@ pub(super) fn read(
     reader: &mut Reader,
     progress: &mut Progress,
 ) -> Result<()> {
-    let reading = Reading {
+    let worker = Worker::spawn(data, &column_names(&reader.config.mapping))?;
+    let read = reading(input, file, progress).run(&worker.frames, progress, reader);
+    worker.finish(read)
+}
+
+/// The key mapping in force: the one given, or our keys under their own spellings.
+fn mapping_of(given: &Option<KeyMapping>) -> std::borrow::Cow<'_, KeyMapping> {
+    match given {
+        Some(mapping) => std::borrow::Cow::Borrowed(mapping),
+        None => std::borrow::Cow::Owned(KeyMapping::default()),
+    }
+}
+
+/// Every column name read, whichever the file holds: the columns named by our keys'
+/// spellings, or as the key mapping says; each once.
+fn column_names(mapping: &Option<KeyMapping>) -> Vec<String> {
+    let mut names: Vec<String> = mapping_of(mapping)
+        .columns()
+        .into_iter()
+        .map(|(column, _)| column)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
+fn reading<'c>(input: &'c Input, file: u32, progress: &Progress) -> Reading<'c> {
+    Reading {
         size: input.size,
         counter: progress.counter(),
         file: File {
             index: file,
             name: &input.name,
         },
-    };
-    match data {
-        ParquetData::File(mut f) => reading.run(&mut f, progress, reader),
-        ParquetData::Memory(mut m) => reading.run(&mut m, progress, reader),
     }
+}
+
+/// A frame as the reading thread hands it over.
+type Frame = (Kind, Vec<u8>);
+
+/// The worker process and the threads that feed it the file and read its frames.
+struct Worker {
+    child: Child,
+    frames: Receiver<Frame>,
+    threads: Vec<JoinHandle<()>>,
+    stderr: JoinHandle<Vec<u8>>,
+}
+
+impl Worker {
+    fn spawn(data: ParquetData, columns: &[String]) -> Result<Worker> {
+        let mut command = Command::new(own_binary()?);
+        command.arg(WORKER_COMMAND);
+        for column in columns {
+            command.arg("--column").arg(column);
+        }
+        let bytes = match data {
+            // The worker reads the file itself, by seeking, from its stdin.
+            ParquetData::File(file) => {
+                command.stdin(Stdio::from(file));
+                None
+            }
+            ParquetData::Memory(cursor) => {
+                command.stdin(Stdio::piped());
+                Some(cursor.into_inner())
+            }
+        };
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("could not start the Parquet reader process")?;
+        let mut threads = Vec::new();
+        if let (Some(bytes), Some(mut pipe)) = (bytes, child.stdin.take()) {
+            // A worker that stops early closes the pipe: the write fails, and that is all.
+            threads.push(std::thread::spawn(move || {
+                let _ = pipe.write_all(&bytes);
+            }));
+        }
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (sender, frames) = sync_channel(FRAMES_AHEAD);
+        threads.push(std::thread::spawn(move || {
+            let mut input = BufReader::with_capacity(1 << 16, stdout);
+            loop {
+                let mut payload = Vec::new();
+                // A frame cut short means the worker stopped: the end of the frames, and
+                // `finish` says why from its exit status.
+                match wire::read_frame(&mut input, &mut payload) {
+                    Ok(Some(kind)) if sender.send((kind, payload)).is_ok() => {}
+                    _ => return,
+                }
+            }
+        }));
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut kept = Vec::new();
+            let _ = (&mut stderr)
+                .take(STDERR_KEPT as u64)
+                .read_to_end(&mut kept);
+            let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+            kept
+        });
+        Ok(Worker {
+            child,
+            frames,
+            threads,
+            stderr,
+        })
+    }
+
+    /// Ends the worker after `read`: waits for it, or stops it when the reading stopped
+    /// early (a bad row under `--strict`, a file without `operation_id`). `Ok(false)`, the
+    /// frames ending before the last, becomes the error that says how the worker stopped.
+    fn finish(mut self, read: Result<bool>) -> Result<()> {
+        if read.is_err() {
+            let _ = self.child.kill();
+        }
+        // Unblocks the reading thread if it waits to hand over a frame.
+        drop(self.frames);
+        let status = self.child.wait().context("the Parquet reader process")?;
+        for thread in self.threads {
+            let _ = thread.join();
+        }
+        let stderr = self.stderr.join().unwrap_or_default();
+        match read? {
+            true => Ok(()),
+            false => bail!(corrupt(&stopped(status, &stderr))),
+        }
+    }
+}
+
+/// Our own executable, to run as the worker.
+fn own_binary() -> Result<std::path::PathBuf> {
+    // On Linux the running image itself, even if its file was replaced since it started.
+    let proc = std::path::Path::new("/proc/self/exe");
+    if cfg!(target_os = "linux") && proc.exists() {
+        return Ok(proc.to_path_buf());
+    }
+    std::env::current_exe().context("could not find our own executable to read Parquet with")
+}
+
+/// How the worker stopped, for a file it could not read to the end.
+fn stopped(status: ExitStatus, stderr: &[u8]) -> String {
+    #[cfg(unix)]
+    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+    #[cfg(not(unix))]
+    let signal: Option<i32> = None;
+    let how = match (signal, status.code()) {
+        // SIGKILL: most often the kernel's out-of-memory killer.
+        (Some(9), _) => {
+            "the reader process was killed (signal 9), perhaps out of memory".to_string()
+        }
+        (Some(signal), _) => format!("the reader process stopped on signal {signal}"),
+        (None, Some(code)) => format!("the reader process stopped with exit code {code}"),
+        (None, None) => "the reader process stopped".to_string(),
+    };
+    let text = String::from_utf8_lossy(stderr);
+    match text.lines().map(str::trim).find(|line| !line.is_empty()) {
+        Some(line) => format!("{how}: {line}"),
+        None => how,
+    }
+}
+
+/// What the `H` frame said: the rows in the file, the cells in each row, and the key
+/// each cell fills (by its index in the row; a column may fill several keys).
+struct Header {
+    rows: u64,
+    width: usize,
+    present: Vec<(usize, Dest)>,
 }
 
 struct Reading<'c> {
@@ -67,97 +249,96 @@ struct Reading<'c> {
 }
 
 impl Reading<'_> {
-    fn run<R: MmapBytesReader>(
+    /// Checks and keeps the rows of every frame; `Ok(false)` when the frames end before
+    /// the last one.
+    fn run(
         &self,
-        data: &mut R,
+        frames: impl IntoIterator<Item = Frame>,
         progress: &mut Progress,
         out: &mut Reader,
-    ) -> Result<()> {
-        let mut reader = ParquetReader::new(&mut *data);
-        let schema = reader.schema().context("not a readable Parquet file")?;
-        // The columns named by our keys' spellings, or as the key mapping says.
-        let plain = KeyMapping::default();
+    ) -> Result<bool> {
         let config = out.config;
-        let mapping = config.mapping.as_ref().unwrap_or(&plain);
-        let present: Vec<(String, Dest)> = mapping
-            .columns()
-            .into_iter()
-            .filter(|(column, _)| schema.contains(column))
-            .collect();
-        if !present
-            .iter()
-            .any(|&(_, dest)| mapping.key_of(dest) == "operation_id")
-        {
-            match mapping.source_of("operation_id") {
-                Some(source) => bail!("the Parquet file has no column for operation_id, which {source}: name the column there (a nested key is the column of that dotted name)"),
-                None => bail!("the Parquet file has no operation_id column: name its columns as the JSON Lines keys (operation_id, test_run_id, hop, attempt, start_ms, finish_ms, outcome, …; see docs/input.md), or map yours with --field operation_id=COLUMN"),
-            }
-        }
-        let mut names: Vec<String> = present.iter().map(|(c, _)| c.clone()).collect();
-        names.sort_unstable();
-        names.dedup();
-        let metadata = reader
-            .get_metadata()
-            .context("not a readable Parquet file")?
-            .clone();
-        let rows = metadata.num_rows;
+        let mapping = mapping_of(&config.mapping);
+        let mut header: Option<Header> = None;
+        let mut done_rows: u64 = 0;
         let mut bytes_counted = 0;
-        let mut offset = 0;
-        while offset < rows {
-            let len = ROWS_PER_SLICE.min(rows - offset);
-            let mut reader = ParquetReader::new(&mut *data)
-                .with_columns(Some(names.clone()))
-                .with_slice(Some((offset, len)));
-            reader.set_metadata(metadata.clone());
-            let frame = reader
-                .finish()
-                .context("could not decode the Parquet file")?;
-            self.rows(&frame, &present, offset, out)?;
-            offset += len;
-            if let Some(size) = self.size {
-                // Bytes are not read in order; count the share of rows done instead.
-                let done = (size as u128 * offset as u128 / rows as u128) as u64;
-                self.counter.add(done - bytes_counted);
-                bytes_counted = done;
+        for (kind, payload) in frames {
+            match kind {
+                Kind::Header => {
+                    let (rows, names) = wire::read_header(&payload)?;
+                    // Each key's column, as the index of its cell in a row.
+                    let present: Vec<(usize, Dest)> = mapping
+                        .columns()
+                        .into_iter()
+                        .filter_map(|(column, dest)| {
+                            let at = names.iter().position(|name| *name == column)?;
+                            Some((at, dest))
+                        })
+                        .collect();
+                    if !present
+                        .iter()
+                        .any(|&(_, dest)| mapping.key_of(dest) == "operation_id")
+                    {
+                        match mapping.source_of("operation_id") {
+                            Some(source) => bail!("the Parquet file has no column for operation_id, which {source}: name the column there (a nested key is the column of that dotted name)"),
+                            None => bail!("the Parquet file has no operation_id column: name its columns as the JSON Lines keys (operation_id, test_run_id, hop, attempt, start_ms, finish_ms, outcome, …; see docs/input.md), or map yours with --field operation_id=COLUMN"),
+                        }
+                    }
+                    header = Some(Header {
+                        rows,
+                        width: names.len(),
+                        present,
+                    });
+                }
+                Kind::Rows => {
+                    let header = header
+                        .as_ref()
+                        .context("the Parquet reader sent rows before the columns")?;
+                    done_rows = self.rows(&payload, header, done_rows, out)?;
+                    if let Some(size) = self.size {
+                        // Bytes are not read in order; count the share of rows done instead.
+                        let rows = header.rows;
+                        let done = (size as u128 * u128::from(done_rows.min(rows))
+                            / u128::from(rows.max(1))) as u64;
+                        self.counter.add(done - bytes_counted);
+                        bytes_counted = done;
+                    }
+                    progress.update(out.out.events.len(), out.out.operations.len());
+                }
+                Kind::Error => bail!("{}", String::from_utf8_lossy(&payload)),
+                Kind::Done => return Ok(true),
             }
-            progress.update(out.out.events.len(), out.out.operations.len());
         }
-        Ok(())
+        Ok(false)
     }
 
-    /// Validates and keeps the rows of one slice; `first` is the slice's 0-based offset.
-    fn rows(
-        &self,
-        frame: &DataFrame,
-        present: &[(String, Dest)],
-        first: usize,
-        out: &mut Reader,
-    ) -> Result<()> {
-        let columns: Vec<(Series, Dest)> = present
-            .iter()
-            .map(|(name, dest)| Ok((scalar_series(frame.column(name)?, name)?, *dest)))
-            .collect::<Result<_>>()?;
-        let mut cells = columns
-            .iter()
-            .map(|(series, dest)| Ok((scalars(series)?, *dest)))
-            .collect::<Result<Vec<_>>>()?;
+    /// Validates and keeps the rows of one `R` frame; `before` rows were read before it.
+    /// Returns the rows read so far.
+    fn rows(&self, payload: &[u8], header: &Header, before: u64, out: &mut Reader) -> Result<u64> {
         let config = out.config;
         let mapping = config.mapping.as_ref();
-        for i in 0..frame.height() {
+        let mut cells = wire::Cursor::new(payload);
+        let count = cells.u32()?;
+        let mut row_cells: Vec<Option<Scalar>> = Vec::with_capacity(header.width);
+        for i in 0..u64::from(count) {
+            row_cells.clear();
+            for _ in 0..header.width {
+                row_cells.push(cells.cell()?);
+            }
             let mut row = match mapping {
                 Some(mapping) => mapping.row(),
                 None => Row::plain(),
             };
             let mut duplicate = None;
-            for (column, dest) in &mut cells {
-                let Some(value) = column.next().flatten() else {
+            for &(at, dest) in &header.present {
+                let Some(value) = row_cells[at].clone() else {
                     continue;
                 };
-                if let Err(message) = row.set(*dest, value) {
+                if let Err(message) = row.set(dest, value) {
                     duplicate.get_or_insert(message);
                 }
             }
-            let line = (first + i + 1) as u64;
+            let line = before + i + 1;
             out.out.lines_read += 1;
             let checked = match (duplicate, mapping) {
                 // As JSON Lines says of two spellings of one key on a line.
@@ -176,46 +357,12 @@ impl Reading<'_> {
                 Err(message) => out.bad_line(self.file, line, message)?,
             }
         }
-        out.after_batch()
+        if !cells.is_empty() {
+            bail!("a frame of the Parquet reader holds more cells than its rows");
+        }
+        out.after_batch()?;
+        Ok(before + u64::from(count))
     }
-}
-
-/// The column as one of the four types a [`Scalar`] holds: String, Int64, Float64 or
-/// Boolean.
-fn scalar_series(column: &Column, name: &str) -> Result<Series> {
-    let series = column.as_materialized_series();
-    let dtype = series.dtype();
-    let target = if dtype.is_string() || dtype.is_bool() {
-        return Ok(series.clone());
-    } else if dtype.is_integer() {
-        DataType::Int64
-    } else if dtype.is_float() {
-        DataType::Float64
-    } else if dtype.is_categorical() || dtype.is_enum() {
-        DataType::String
-    } else {
-        bail!("column {name} has type {dtype}: Parquet columns must hold strings, integers, floats or booleans (times as epoch milliseconds)");
-    };
-    series
-        .strict_cast(&target)
-        .with_context(|| format!("column {name} ({dtype}) does not fit in {target}"))
-}
-
-type Cells<'s> = Box<dyn Iterator<Item = Option<Scalar<'s>>> + 's>;
-
-/// The cells of a column from [`scalar_series`], in row order.
-fn scalars(series: &Series) -> Result<Cells<'_>> {
-    Ok(match series.dtype() {
-        DataType::String => Box::new(
-            series
-                .str()?
-                .iter()
-                .map(|v| v.map(|s| Scalar::Str(Cow::Borrowed(s)))),
-        ),
-        DataType::Boolean => Box::new(series.bool()?.iter().map(|v| v.map(Scalar::Bool))),
-        DataType::Int64 => Box::new(series.i64()?.iter().map(|v| v.map(Scalar::Int))),
-        _ => Box::new(series.f64()?.iter().map(|v| v.map(Scalar::Float))),
-    })
 }
 
 #[cfg(test)]
@@ -225,7 +372,9 @@ mod tests {
     use crate::ingest::spans::mapping::SpanMapping;
     use crate::ingest::{Ingested, InputConfig, InputFormat};
     use crate::rules::HopOrder;
-    use polars::prelude::{df, IntoColumn, IntoSeries, NamedFrom, ParquetWriter};
+    use polars::prelude::{
+        df, Column, DataFrame, IntoColumn, IntoSeries, NamedFrom, ParquetWriter, Series,
+    };
     use std::io::Cursor;
 
     fn config(bad_input: BadInputPolicy) -> InputConfig {
@@ -248,18 +397,25 @@ mod tests {
         out
     }
 
+    /// Reads `frame` as a Parquet file: the worker's side and this side joined by the
+    /// frames in memory (tests/hostile.rs runs the worker as a process).
     fn ingest(frame: DataFrame, policy: BadInputPolicy) -> Result<Ingested> {
-        let bytes = parquet_bytes(frame);
+        let mut bytes = Cursor::new(parquet_bytes(frame));
+        let mut stream = Vec::new();
+        worker::stream(&mut bytes, &column_names(&None), &mut stream)?;
+        let mut frames = Vec::new();
+        let mut input = stream.as_slice();
+        let mut payload = Vec::new();
+        while let Some(kind) = wire::read_frame(&mut input, &mut payload)? {
+            frames.push((kind, payload.clone()));
+        }
         let (config, hops) = (config(policy), HopOrder::default());
         let mut reader = Reader::new(&config, &hops);
         let file = reader.add_file("mem.parquet");
-        read(
-            ParquetData::Memory(Cursor::new(bytes)),
-            &Input::named("mem.parquet"),
-            file,
-            &mut reader,
-            &mut Progress::hidden(),
-        )?;
+        let input = Input::named("mem.parquet");
+        let mut progress = Progress::hidden();
+        let complete = reading(&input, file, &progress).run(frames, &mut progress, &mut reader)?;
+        assert!(complete, "the frames end with D");
         reader.finish()
     }
 
