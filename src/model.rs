@@ -55,6 +55,11 @@ impl Interner {
     pub fn resolve(&self, sym: Sym) -> &str {
         stored(&self.bytes, &self.ends, sym)
     }
+
+    /// The memory the strings take: their bytes, their ends and the table's entries.
+    pub fn heap_bytes(&self) -> u64 {
+        (self.bytes.len() + self.ends.len() * (std::mem::size_of::<usize>() + 5)) as u64
+    }
 }
 
 /// String `id` of an interner's buffer: it starts where the previous one ends.

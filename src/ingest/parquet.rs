@@ -360,6 +360,7 @@ impl Reading<'_> {
         if !cells.is_empty() {
             bail!("a frame of the Parquet reader holds more cells than its rows");
         }
+        out.after_batch()?;
         Ok(before + u64::from(count))
     }
 }
@@ -387,6 +388,7 @@ mod tests {
             mapping: None,
             presets: Vec::new(),
             partition: None,
+            budget: None,
         }
     }
 
