@@ -6,6 +6,7 @@
 #   bench/run.sh                                    # 100k and 1M operations, 3 rounds
 #   SIZES="100000 1000000 10000000" bench/run.sh    # add 10M operations (~9.5 GB of logs)
 #   SIZES=100000 ROUNDS=1 bench/run.sh              # a quick end-to-end check
+#   SIZES="100000 1000000 10000000 30000000" ROUNDS=1 bench/run.sh   # the growth table
 #
 # Environment:
 #   SIZES          operation counts to run (default "100000 1000000")
@@ -15,6 +16,13 @@
 #                  the jq one-liner takes over a minute and ~7 GB at 1M operations
 #   JQ_MAX_OPS     above this many operations jq is not run at all (1000000): at 10M it
 #                  would need ~70 GB of memory
+#   ZSTD_ABOVE     above this many operations the logs are generated through zstd
+#                  (`generate | zstd`) and read compressed (10000000): 30M operations are
+#                  28 GB as text, 2 GB compressed. jq and Polars (whose scan_ndjson reads
+#                  no zstd) are not run on them
+#   CHECK_MAX_OPS  above this many operations the per-operation agreement check is skipped
+#                  (10000000): it holds every tool's rows in Python dictionaries
+#   REUSE_DATA     1: keep generated logs even when the binary is newer than them
 #   CARGO_TARGET_DIR  where cargo builds (default: target/ in the clone)
 #
 # Per size it prints, and writes to bench/results/latest.md, a table of median wall time,
@@ -28,6 +36,9 @@ ROUNDS=${ROUNDS:-3}
 SEED=${SEED:-1}
 SKIP_JQ_ABOVE=${SKIP_JQ_ABOVE:-100000}
 JQ_MAX_OPS=${JQ_MAX_OPS:-1000000}
+ZSTD_ABOVE=${ZSTD_ABOVE:-10000000}
+CHECK_MAX_OPS=${CHECK_MAX_OPS:-10000000}
+REUSE_DATA=${REUSE_DATA:-0}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 
 DATA=bench/data
@@ -35,6 +46,7 @@ OUT=$DATA/out
 RESULTS=bench/results
 VENV=bench/.venv
 RAW=$RESULTS/raw.tsv
+EVENTS_TSV=$RESULTS/events.tsv
 REPORT=$RESULTS/latest.md
 BIN=$CARGO_TARGET_DIR/release/attempt-funnel
 
@@ -89,6 +101,7 @@ cargo build --release --locked --quiet
 
 mkdir -p "$DATA" "$OUT" "$RESULTS"
 : > "$RAW"
+: > "$EVENTS_TSV"
 
 # Runs one tool once under /usr/bin/time; appends "size tool round wall_s peak_KiB" to RAW.
 # Usage: measure TOOL SIZE ROUND STDOUT_FILE COMMAND...
@@ -151,22 +164,46 @@ say "bench: $versions"
 
 for size in $SIZES; do
   events=$DATA/events-$size.jsonl
+  compressed=
+  if [ "$size" -gt "$ZSTD_ABOVE" ]; then
+    events=$events.zst
+    compressed=1
+  fi
   expected=$DATA/expected-$size.csv
-  if [ ! -s "$events" ] || [ ! -s "$expected" ] || [ "$BIN" -nt "$events" ]; then
+  stale=
+  [ "$REUSE_DATA" = 1 ] || [ ! "$BIN" -nt "$events" ] || stale=1
+  if [ ! -s "$events" ] || [ ! -s "$expected" ] || [ -n "$stale" ]; then
     say "bench: generating $size operations into $events"
     start=$(date +%s.%N)
-    "$BIN" generate --ops "$size" --seed "$SEED" -o "$events" --expected "$expected"
+    if [ -n "$compressed" ]; then
+      command -v zstd >/dev/null || debian_install zstd
+      "$BIN" generate --ops "$size" --seed "$SEED" --expected "$expected" |
+        zstd -q -3 -T1 -o "$events.part" && mv "$events.part" "$events"
+    else
+      "$BIN" generate --ops "$size" --seed "$SEED" -o "$events" --expected "$expected"
+    fi
     say "$(awk -v s="$start" -v e="$(date +%s.%N)" -v n="$size" \
       'BEGIN { printf "bench: generated in %.2f s (%.0f operations/s)", e - s, n / (e - s) }')"
   fi
-  lines=$(wc -l <"$events")
+  if [ -n "$compressed" ]; then
+    lines=$(zstd -dc "$events" | wc -l)
+  else
+    lines=$(wc -l <"$events")
+  fi
+  printf '%s\t%s\n' "$size" "$lines" >>"$EVENTS_TSV"
   mb=$(( $(stat -c %s "$events") / 1000000 ))
   say ""
-  say "== $size operations: $lines lines, $mb MB"
+  say "== $size operations: $lines lines, $mb MB${compressed:+ (zstd)}"
 
   tools=(cat jq duckdb polars attempt-funnel)
+  if [ -n "$compressed" ]; then
+    # cat stays the floor of reading the stored bytes; the readers of text are left out.
+    tools=(cat duckdb attempt-funnel)
+  fi
   jq_note=""
-  if [ "$size" -gt "$JQ_MAX_OPS" ]; then
+  if [ -n "$compressed" ]; then
+    jq_note="jq and Polars not run: the logs are zstd-compressed (above ZSTD_ABOVE=$ZSTD_ABOVE operations)"
+  elif [ "$size" -gt "$JQ_MAX_OPS" ]; then
     jq_note="jq skipped: more than JQ_MAX_OPS=$JQ_MAX_OPS operations"
   elif [ "$size" -gt "$SKIP_JQ_ABOVE" ] && [ "$ROUNDS" -gt 1 ]; then
     jq_note="jq ran in round 1 only: more than SKIP_JQ_ABOVE=$SKIP_JQ_ABOVE operations"
@@ -189,8 +226,13 @@ for size in $SIZES; do
 
   compare=("duckdb=$OUT/duckdb-$size.csv" "polars=$OUT/polars-$size.csv")
   [ "$size" -gt "$JQ_MAX_OPS" ] || compare=("jq=$OUT/jq-$size.csv" "${compare[@]}")
-  check=$("$PY" bench/tally.py check "$expected" "$OUT/attempt-funnel-$size.csv" "${compare[@]}") ||
-    die "the tools disagree on $size operations (see above)"
+  [ -z "$compressed" ] || compare=("duckdb=$OUT/duckdb-$size.csv")
+  if [ "$size" -gt "$CHECK_MAX_OPS" ]; then
+    check="check: skipped above CHECK_MAX_OPS=$CHECK_MAX_OPS operations"
+  else
+    check=$("$PY" bench/tally.py check "$expected" "$OUT/attempt-funnel-$size.csv" "${compare[@]}") ||
+      die "the tools disagree on $size operations (see above)"
+  fi
   table=$("$PY" bench/tally.py table "$RAW" "$size")
   say "$check"
   echo
@@ -208,6 +250,18 @@ for size in $SIZES; do
     echo "${check#check: }."
   } >>"$REPORT"
 done
+
+growth=$("$PY" bench/tally.py growth "$RAW" "$EVENTS_TSV")
+say ""
+echo "### Growth with input size"
+echo
+echo "$growth"
+{
+  echo
+  echo "## Growth with input size"
+  echo
+  echo "$growth"
+} >>"$REPORT"
 
 say ""
 say "bench: results written to $REPORT (raw timings: $RAW)"

@@ -10,6 +10,10 @@
         Prints the Markdown table of one size from the raw timings (size, tool, round,
         wall seconds, peak RSS KiB): median wall time, median peak memory, and each tool's
         ratio to attempt-funnel.
+
+    python bench/tally.py growth RAW.tsv EVENTS.tsv
+        Prints the growth table: per size (EVENTS.tsv: size, lines), attempt-funnel's and
+        DuckDB's median wall time and peak memory, attempt-funnel's also per million events.
 """
 import csv
 import statistics
@@ -116,8 +120,44 @@ def table(raw_path, size):
               f"| {wall / base_wall:.2f}× | {mb / base_mb:.2f}× |")
 
 
+def growth(raw_path, events_path):
+    """Per size: attempt-funnel's and DuckDB's median wall time and peak memory, each also
+    per million events, so that linear growth shows as flat columns."""
+    events = {}
+    with open(events_path) as f:
+        for line in f:
+            size, lines = line.split()
+            events[size] = int(lines)
+    runs = {}
+    with open(raw_path) as f:
+        for line in f:
+            size, tool, _round, wall, kib = line.split()
+            runs.setdefault((size, tool), []).append((float(wall), int(kib) / 1024))
+    print("| operations | events | attempt-funnel s | s per M events | peak MB "
+          "| MB per M events | DuckDB s | DuckDB peak MB | time ÷ DuckDB | memory ÷ DuckDB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for size, n in events.items():
+        m = n / 1e6
+        af = runs.get((size, "attempt-funnel"))
+        if not af:
+            continue
+        wall = statistics.median(w for w, _ in af)
+        mb = statistics.median(k for _, k in af)
+        duck = runs.get((size, "duckdb"))
+        if duck:
+            dw = statistics.median(w for w, _ in duck)
+            dm = statistics.median(k for _, k in duck)
+            peers = f"{dw:.2f} | {dm:.0f} | {wall / dw:.2f}× | {mb / dm:.2f}×"
+        else:
+            peers = "– | – | – | –"
+        print(f"| {int(size):,} | {m:.1f} M | {wall:.2f} | {wall / m:.2f} | {mb:.0f} "
+              f"| {mb / m:.0f} | {peers} |")
+
+
 def main():
-    if len(sys.argv) >= 4 and sys.argv[1] == "check":
+    if len(sys.argv) == 4 and sys.argv[1] == "growth":
+        growth(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3], sys.argv[4:])
     elif len(sys.argv) == 4 and sys.argv[1] == "table":
         table(sys.argv[2], sys.argv[3])

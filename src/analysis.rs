@@ -1,9 +1,9 @@
 //! Runs the per-operation stages (normalize → group → classify) over every operation of a
 //! partition in parallel ([`partition_pass`]): each operation's row with its class decided
 //! both ways (in a burst or not), its retry starts and its attempt statistics ([`AttemptStats`]). Crossing
-//! operations (bursts, final classes) is the merge's (`crate::partial`), whose result is the
-//! [`Analysis`] defined here. The attempts themselves are kept only for the few operations
-//! a report draws ([`Keep`]): memory stays bounded by those.
+//! operations (bursts, final classes) is the merge's (src/partial/, a later layer), whose
+//! result is the [`Analysis`] defined here. The attempts themselves are kept only for the
+//! few operations a report draws ([`Keep`]): memory stays bounded by those.
 
 use rayon::prelude::*;
 
@@ -137,7 +137,7 @@ pub struct KeptOperation {
 }
 
 /// Everything analysed, ready to summarise and report: what the merge of the partials
-/// (`crate::partial`) makes, whether there was one partial or many.
+/// (src/partial/) makes, whether there was one partial or many.
 #[derive(Debug)]
 pub struct Analysis {
     /// Sorted by (test run, operation ID).

@@ -306,6 +306,11 @@ pub fn operation_facts(
             for pair in line.attempts.windows(2) {
                 let (prev, this) = (&attempts[pair[0] as usize], &attempts[pair[1] as usize]);
                 roles[pair[1] as usize] = role;
+                // An untimed attempt's times are its request's: no backoff, burst start
+                // or hygiene can be read from them.
+                if prev.untimed || this.untimed {
+                    continue;
+                }
                 let delay_ms = backoff_before(prev, this);
                 backoff_ms += delay_ms.unwrap_or(0.0);
                 retry_starts.push(RetryStart {
@@ -320,9 +325,10 @@ pub fn operation_facts(
             }
             if let Some(deadline_ms) = rules.deadlines[line.hop as usize] {
                 let first_start = attempts[line.attempts[0] as usize].start_ms;
-                h.attempt_after_deadline |= line.attempts[1..]
-                    .iter()
-                    .any(|&i| attempts[i as usize].start_ms - first_start >= deadline_ms);
+                h.attempt_after_deadline |= line.attempts[1..].iter().any(|&i| {
+                    let a = &attempts[i as usize];
+                    !a.untimed && a.start_ms - first_start >= deadline_ms
+                });
                 h.backoff_over_deadline |= backoff_ms > deadline_ms;
             }
         }
@@ -414,7 +420,7 @@ pub fn overlap_spans(
 ) -> Vec<OverlapSpan> {
     let mut by_key: Vec<(u16, crate::group::LineKey, Millis, Millis)> = attempts
         .iter()
-        .filter(|a| !rules.overlap_allowed[a.hop as usize])
+        .filter(|a| !rules.overlap_allowed[a.hop as usize] && !a.untimed)
         .map(|a| {
             (
                 a.hop,

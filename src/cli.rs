@@ -29,7 +29,7 @@ pub struct Cli {
 pub enum Command {
     /// Classify every operation in attempt logs and print the summary.
     #[command(after_help = ANALYZE_EXIT_CODES)]
-    Analyze(AnalyzeArgs),
+    Analyze(AnalyzeCommand),
     /// Write synthetic attempt logs (JSON Lines, interleaved by time) with a chosen mix of
     /// shapes: to try the tool or a gate without logs of your own, or to benchmark it.
     #[command(after_help = WRITE_EXIT_CODES)]
@@ -185,6 +185,14 @@ pub struct InputOptions {
     #[arg(long, value_name = "UNIT")]
     pub time_unit: Option<String>,
 
+    /// Read a tool's JSON log as the tool writes it: envoy (a JSON access log with the
+    /// attempt count), istio (the default JSON access log), k6 (k6 run --out json=FILE).
+    /// Repeatable: each reaches only the files it recognises by their first line, so
+    /// '--preset k6 --preset envoy k6.json envoy.log app.jsonl' joins a load test with the
+    /// gateway's and the services' logs. See docs/input.md for what each reads.
+    #[arg(long, value_enum, value_name = "TOOL")]
+    pub preset: Vec<crate::ingest::Preset>,
+
     /// Stop at the first bad input line instead of reporting it and going on.
     #[arg(long, conflicts_with = "skip_invalid")]
     pub strict: bool,
@@ -297,6 +305,33 @@ pub struct AnalyzeArgs {
 
     #[command(flatten)]
     pub style: StyleArgs,
+}
+
+/// `analyze`: its settings, and the memory budget only it has (the other commands need
+/// all events at once: `show` and `replay` look up operations in them, `convert` writes
+/// them in input order).
+#[derive(Debug, Args)]
+pub struct AnalyzeCommand {
+    #[command(flatten)]
+    pub analyze: AnalyzeArgs,
+
+    #[command(flatten)]
+    pub memory: MemoryArgs,
+}
+
+/// How much memory the events may take, and where the rest goes.
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    /// Memory budget (suffixes K, M, G or KiB, MiB, GiB, all powers of 1024). When the
+    /// events read would not fit in it, they are partitioned by operation into files under
+    /// --temp-dir and analysed one partition at a time, with the same result. Default: 1GiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_limit: Option<u64>,
+
+    /// Directory for the partition files, removed when the run ends. Default: the system's
+    /// temporary directory (TMPDIR).
+    #[arg(long, value_name = "DIR")]
+    pub temp_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -527,6 +562,17 @@ pub struct ShowArgs {
 
     #[command(flatten)]
     pub style: StyleArgs,
+}
+
+/// `--preset` takes the presets' own names, each with what it reads as its help.
+impl ValueEnum for crate::ingest::Preset {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.name()).help(self.reads()))
+    }
 }
 
 #[cfg(test)]

@@ -62,6 +62,8 @@ struct Record<'a> {
     effect: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     hidden: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    untimed: bool,
 }
 
 /// An outcome as the input reference spells it: a name, or an HTTP status as a number.
@@ -151,6 +153,7 @@ fn record<'a>(
         retry_after_ms: a.retry_after_ms,
         effect: a.effect,
         hidden: a.hidden,
+        untimed: a.untimed,
     }
 }
 

@@ -213,6 +213,7 @@ pub mod tests_support {
             parent_id: None,
             delay_ms: None,
             retry_after_ms: None,
+            untimed: false,
             effect: false,
             hidden: false,
         }

@@ -48,7 +48,9 @@ use crate::config::{AnalyzeConfig, GateConfig, OutputTarget, ShowConfig};
 use crate::diagnostics::BadInputPolicy;
 use crate::gate::condition::{Condition, Origin};
 use crate::ingest::spans::mapping::SpanMapping;
-use crate::ingest::{split_pair, InputConfig, InputFormat, InputPath, KeyMapping, TimeUnit};
+use crate::ingest::{
+    split_pair, InputConfig, InputFormat, InputPath, KeyMapping, Preset, TimeUnit,
+};
 use crate::report::{OutputFormat, Style};
 use crate::rules::{HopOrder, Rules};
 
@@ -89,7 +91,25 @@ fn is_broken_pipe(err: &anyhow::Error) -> bool {
 
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Analyze(args) => analyze(analyze_config(args)?),
+        Command::Analyze(args) => {
+            let budget = ingest::spill::Budget {
+                limit_bytes: args
+                    .memory
+                    .memory_limit
+                    .unwrap_or(ingest::spill::DEFAULT_MEMORY_LIMIT),
+                temp_dir: args.memory.temp_dir,
+            };
+            if args.memory.memory_limit.is_some()
+                && matches!(args.analyze.format, FormatArg::Partial)
+            {
+                anyhow::bail!(
+                    "--format partial holds its partition's events in memory and does not take --memory-limit: make each partition smaller with --partition K/N"
+                );
+            }
+            let mut config = analyze_config(args.analyze)?;
+            config.input.budget = Some(budget);
+            analyze(config)
+        }
         Command::Generate(args) => generate(args),
         Command::Convert(args) => convert(args),
         Command::Show(args) => show(show_config(args)?),
@@ -256,13 +276,34 @@ fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
         return write_partial(config);
     }
     let mut stages = profile::Stages::from_env();
-    let ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
+    let read = ingest::read_partitioned(&config.input, &config.rules.hops)?;
     stages.mark("ingest");
     // The worst operations keep their attempts for the timelines.
     let keep = analysis::Keep::Worst(config.top.min(summary::TIMELINES_DRAWN));
-    let analysis = partial::analyze(ingested, &config.rules, &keep)?;
+    let analysis = analyze_partitions(read, &config.rules, &keep)?;
     stages.mark("normalize+group+classify");
     report_run(&config, &analysis, stages)
+}
+
+/// Analyses what was read: everything at once when it fitted the memory budget, else each
+/// spilled partition in turn into a partial, then the partials merged (the merge that
+/// `attempt-funnel merge` runs over partials from several machines).
+fn analyze_partitions(
+    read: ingest::Partitioned,
+    rules: &Rules,
+    keep: &analysis::Keep,
+) -> Result<analysis::Analysis> {
+    if read.spill.is_none() {
+        return partial::analyze(read.head, rules, keep);
+    }
+    let mut partials = Vec::new();
+    read.partitions(|mut part| {
+        // Each partition knows the trace end of all the input: nothing is deferred.
+        partials.push(partial::build(&mut part, rules, keep, true)?);
+        crate::profile::note("partition analysed");
+        Ok(())
+    })?;
+    partial::merge(partials, rules, keep.parts().0)
 }
 
 /// `analyze --format partial`: this partition's result, before the merge. It keeps the
@@ -440,24 +481,82 @@ fn report_run(
             config.gate.report_only,
         )
     });
-    let bytes = report::render(
-        config.format,
-        &summary,
-        verdict.as_ref(),
-        analysis,
-        &config.rules,
-        &config.style,
-    )?;
-    let code = conclude(&bytes, verdict.as_ref(), config, &[analysis]);
+    let report = match report::row_format(config.format) {
+        Some(rows) => Report::Rows(rows, &analysis.operations),
+        None => Report::Bytes(report::render(
+            config.format,
+            &summary,
+            verdict.as_ref(),
+            analysis,
+            &config.rules,
+            &config.style,
+        )?),
+    };
+    let code = conclude(report, verdict.as_ref(), config, &[analysis]);
     stages.mark("report");
     code
+}
+
+/// A report to write: rendered whole, or per-operation rows written a batch at a time.
+enum Report<'a> {
+    Bytes(Vec<u8>),
+    Rows(report::RowFormat, &'a [analysis::OperationResult]),
+}
+
+/// Writes a report to `target`.
+fn write_report(target: &OutputTarget, report: Report, hops: &HopOrder) -> Result<()> {
+    match report {
+        Report::Bytes(bytes) => write_output(target, &bytes),
+        Report::Rows(format, rows) => {
+            let mut out = ClosedPipe {
+                inner: open_output(target)?,
+                closed: false,
+            };
+            report::write_rows(format, rows, hops, &mut out)
+                .and_then(|()| Ok(out.flush()?))
+                .with_context(|| format!("could not write '{}'", target.display()))
+        }
+    }
+}
+
+/// A writer whose reader may stop reading (`| head`): the rest of the report is discarded
+/// instead of failing the batch writers, whose errors do not all keep the I/O error's kind.
+struct ClosedPipe<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: Write> Write for ClosedPipe<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        match self.inner.write(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.inner.flush() {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            _ if self.closed => Ok(()),
+            other => other,
+        }
+    }
 }
 
 /// The end of a run that may gate: the JUnit file, the report, the gate's lines, duplicate
 /// events and bad input lines on stderr, and the exit code they add up to. `analyses`: the
 /// runs read from input (both sides of a `diff`).
 fn conclude(
-    bytes: &[u8],
+    report: Report,
     verdict: Option<&gate::GateReport>,
     config: &AnalyzeConfig,
     analyses: &[&analysis::Analysis],
@@ -489,7 +588,8 @@ fn conclude(
         ignore_closed_pipe(write_output(target, xml.as_bytes()))?;
     }
     // A closed stdout ends the report, not the run: the verdict and the exit code follow.
-    let report_written = ignore_closed_pipe(write_output(&config.output, bytes));
+    let report_written =
+        ignore_closed_pipe(write_report(&config.output, report, &config.rules.hops));
     let mut code = exit_codes::SUCCESS;
     if let Some(report) = verdict {
         for line in gate::log_lines(report, config.stderr_color) {
@@ -646,7 +746,12 @@ fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
         rules,
         &config.style,
     )?;
-    conclude(&bytes, comparison.gate.as_ref(), &config, &[&observed])
+    conclude(
+        Report::Bytes(bytes),
+        comparison.gate.as_ref(),
+        &config,
+        &[&observed],
+    )
 }
 
 /// One side of `diff`, as read.
@@ -794,7 +899,12 @@ fn diff_run(args: cli::DiffArgs) -> Result<i32> {
         .into_iter()
         .flatten()
         .collect();
-    conclude(&bytes, comparison.gate.as_ref(), &config, &analyses)
+    conclude(
+        Report::Bytes(bytes),
+        comparison.gate.as_ref(),
+        &config,
+        &analyses,
+    )
 }
 
 /// `show`: the whole pipeline (bursts look across operations), keeping one operation's
@@ -910,6 +1020,7 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         }
     }
     let mapping = key_mapping(&args, rules, policy)?;
+    let presets = presets(&args.preset)?;
     spans.operation_attribute = args.operation_attribute;
     if let Some(run) = args.run_attribute {
         spans.run_attribute = run;
@@ -935,9 +1046,29 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &policy::Policy) -> Resu
         max_line_bytes: args.max_line_bytes,
         spans,
         mapping,
+        presets,
         // `analyze --partition` sets it; every other command reads every operation.
         partition: None,
+        // `analyze` sets it; every other command holds every event.
+        budget: None,
     })
+}
+
+/// The `--preset`s, each once. Envoy's and Istio's logs look alike (both are access logs), so
+/// one run reads access logs with one of them.
+fn presets(given: &[Preset]) -> Result<Vec<Preset>> {
+    let mut presets: Vec<Preset> = Vec::new();
+    for &p in given {
+        if !presets.contains(&p) {
+            presets.push(p);
+        }
+    }
+    if presets.contains(&Preset::Envoy) && presets.contains(&Preset::Istio) {
+        anyhow::bail!(
+            "--preset envoy and --preset istio both read access logs and cannot tell them apart: give one (istio reads each inbound line as one attempt; envoy reads the attempt count of each line)"
+        );
+    }
+    Ok(presets)
 }
 
 /// The input's key mapping: the policy's, then the flags'; `None` when there is none, so

@@ -55,6 +55,11 @@ impl Interner {
     pub fn resolve(&self, sym: Sym) -> &str {
         stored(&self.bytes, &self.ends, sym)
     }
+
+    /// The memory the strings take: their bytes, their ends and the table's entries.
+    pub fn heap_bytes(&self) -> u64 {
+        (self.bytes.len() + self.ends.len() * (std::mem::size_of::<usize>() + 5)) as u64
+    }
 }
 
 /// String `id` of an interner's buffer: it starts where the previous one ends.
@@ -247,6 +252,7 @@ pub struct Event {
     pub kind: EventKind,
     pub effect: bool,
     pub hidden: bool,
+    pub untimed: bool,
 }
 
 // The 72 bytes the docs and the memory budget count on (docs/architecture.md, "Memory"): a
@@ -267,6 +273,7 @@ pub struct EventFields {
     pub outcome: Option<Outcome>,
     pub effect: bool,
     pub hidden: bool,
+    pub untimed: bool,
 }
 
 fn sym_in(s: Option<Sym>) -> u32 {
@@ -314,6 +321,7 @@ impl Event {
             kind,
             effect: f.effect,
             hidden: f.hidden,
+            untimed: f.untimed,
         }
     }
 
@@ -352,6 +360,7 @@ impl Event {
             outcome: self.outcome,
             effect: self.effect,
             hidden: self.hidden,
+            untimed: self.untimed,
         }
     }
 
@@ -371,7 +380,7 @@ impl Event {
         [u32; 6],
         [u32; 2],
         Option<Outcome>,
-        [bool; 2],
+        [bool; 3],
     ) {
         (
             self.op,
@@ -390,7 +399,7 @@ impl Event {
             ],
             [self.delay_ms.to_bits(), self.retry_after_ms.to_bits()],
             self.outcome,
-            [self.effect, self.hidden],
+            [self.effect, self.hidden, self.untimed],
         )
     }
 
@@ -425,11 +434,19 @@ pub struct Attempt {
     /// Sent by a layer inside the client that records no attempt of its own (an SDK's
     /// resend inside one client span), known only from the receiving side.
     pub hidden: bool,
+    /// Its own times were not logged: `start_ms` and `finish_ms` are the bounds of the
+    /// request it was one of several attempts at (an access-log line with an attempt count,
+    /// docs/input.md). Rules that read an attempt's own times pass it by.
+    pub untimed: bool,
 }
 
 impl Attempt {
+    /// How long it took; `None` while in flight, and for an untimed attempt, whose times
+    /// are its request's.
     pub fn duration_ms(&self) -> Option<Millis> {
-        self.finish_ms.map(|f| f - self.start_ms)
+        self.finish_ms
+            .filter(|_| !self.untimed)
+            .map(|f| f - self.start_ms)
     }
 
     /// The end used for interval rules: an unfinished attempt is active until the trace ends.

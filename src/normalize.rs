@@ -202,6 +202,7 @@ fn attempt_from(e: &Event, start_ms: Millis, finish_ms: Option<Millis>) -> Attem
         retry_after_ms: f.retry_after_ms,
         effect: f.effect,
         hidden: f.hidden,
+        untimed: f.untimed,
     }
 }
 
@@ -279,6 +280,7 @@ fn merge_fields(a: &mut Attempt, e: &Event) {
     a.retry_after_ms = a.retry_after_ms.or(f.retry_after_ms);
     a.effect |= f.effect;
     a.hidden |= f.hidden;
+    a.untimed |= f.untimed;
 }
 
 /// Event indexes grouped by operation (a counting sort): operation `op` owns

@@ -491,3 +491,115 @@ fn progress_appears_on_a_terminal_and_is_cleared() {
         "the line is cleared at the end: {screen:?}"
     );
 }
+
+/// What the binary says on stderr, at once, when it is about to read a terminal (#15).
+const STDIN_NOTICE: &str =
+    "reading attempt events from standard input; pass a file or pipe logs in; Ctrl-D ends";
+
+/// Runs the binary on a pseudo-terminal (util-linux `script`) with nothing typed: waits
+/// until `STDIN_NOTICE` is on the screen while the input is still open (a notice shown only
+/// at the end would be no notice), then ends the input as Ctrl-D does (`script` sends the
+/// terminal's end-of-file when its own input closes) and returns the exit code and the
+/// whole screen. Fails, rather than skipping, when `script` is missing.
+fn notice_on_a_terminal(args: &[&str]) -> (i32, String) {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    let mut command_line = format!("exec '{BIN}'");
+    for a in args {
+        command_line.push_str(&format!(" '{a}'"));
+    }
+    let mut child = Command::new("script")
+        .args(["-qec", &command_line, "/dev/null"])
+        .current_dir(root())
+        .env_remove("CI")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("this test needs `script` from util-linux to make a pseudo-terminal ({e}); install it (apt-get install util-linux)"));
+    let mut out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = out.read(&mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut deadline = Instant::now() + Duration::from_secs(30);
+    let mut screen = Vec::new();
+    while !String::from_utf8_lossy(&screen).contains(STDIN_NOTICE) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(bytes) => screen.extend(bytes),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{args:?}: no notice within 30 s while waiting for input; the screen:\n{}",
+                    String::from_utf8_lossy(&screen)
+                );
+            }
+        }
+    }
+    drop(child.stdin.take());
+    deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for script") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: one Ctrl-D did not end the input within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    reader.join().unwrap();
+    screen.extend(rx.try_iter().flatten());
+    (
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&screen).replace('\r', ""),
+    )
+}
+
+#[test]
+fn every_command_that_reads_a_terminal_says_so_at_once_and_ends_on_ctrl_d() {
+    let replay = [
+        "replay",
+        "--candidate",
+        "fixtures/candidates/caller-no-retry.toml",
+    ];
+    let cases: [&[&str]; 6] = [
+        &["analyze"],
+        &["analyze", "-"],
+        &["convert"],
+        &["show", "op-17"],
+        &replay,
+        &["diff", "-", "fixtures/incident.jsonl"],
+    ];
+    for args in cases {
+        let (code, screen) = notice_on_a_terminal(args);
+        // Nothing was typed: the input holds no attempt, which is not a crash.
+        assert!(
+            (0..=2).contains(&code) && !screen.contains("panicked"),
+            "{args:?}: exit {code}:\n{screen}"
+        );
+        assert_eq!(
+            screen.matches(STDIN_NOTICE).count(),
+            1,
+            "{args:?}:\n{screen}"
+        );
+    }
+}
+
+#[test]
+fn no_notice_when_the_input_is_a_pipe_or_a_file() {
+    let piped = run_with_stdin(&["analyze"], Some(&incident_bytes()));
+    piped.expect_code(0);
+    assert!(!piped.stderr.contains("standard input"), "{}", piped.stderr);
+    let file = analyze(&["fixtures/incident.jsonl"]);
+    file.expect_code(0);
+    assert!(!file.stderr.contains("standard input"), "{}", file.stderr);
+}

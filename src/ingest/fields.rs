@@ -95,6 +95,7 @@ pub struct RawFields<'a> {
     pub retry_after_ms: Option<Scalar<'a>>,
     pub effect: Option<Scalar<'a>>,
     pub hidden: Option<Scalar<'a>>,
+    pub untimed: Option<Scalar<'a>>,
     pub event: Option<Scalar<'a>>,
     pub ts: Option<Scalar<'a>>,
     pub t_ms: Option<Scalar<'a>>,
@@ -123,7 +124,7 @@ impl Field {
 /// serde's [`RawFields`] deserializer (JSON Lines lines the fast path leaves, and logfmt),
 /// the JSON Lines fast path, and the Parquet columns. A key added here is read by all of
 /// them; the tests walk this table through each.
-pub const FIELDS: [Field; 22] = [
+pub const FIELDS: [Field; 23] = [
     Field {
         spellings: &["operation_id", "operationId", "operation"],
         slot: |f| &mut f.operation_id,
@@ -195,6 +196,10 @@ pub const FIELDS: [Field; 22] = [
     Field {
         spellings: &["hidden"],
         slot: |f| &mut f.hidden,
+    },
+    Field {
+        spellings: &["untimed"],
+        slot: |f| &mut f.untimed,
     },
     Field {
         spellings: &["event"],
@@ -315,6 +320,8 @@ pub struct CheckedLine<'a> {
     pub retry_after_ms: Option<Millis>,
     pub effect: bool,
     pub hidden: bool,
+    /// Its times are only the bounds of the request it was part of (docs/input.md).
+    pub untimed: bool,
 }
 
 impl<'a> RawFields<'a> {
@@ -355,6 +362,11 @@ impl<'a> RawFields<'a> {
         let hidden = self
             .hidden
             .map(|v| boolean("hidden", v))
+            .transpose()?
+            .unwrap_or(false);
+        let untimed = self
+            .untimed
+            .map(|v| boolean("untimed", v))
             .transpose()?
             .unwrap_or(false);
 
@@ -424,6 +436,7 @@ impl<'a> RawFields<'a> {
             retry_after_ms,
             effect,
             hidden,
+            untimed,
         })
     }
 }

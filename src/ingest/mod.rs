@@ -16,9 +16,11 @@ mod logfmt;
 mod mapping;
 mod otlp;
 mod parquet;
+mod preset;
 pub mod progress;
 pub mod source;
 pub mod spans;
+pub mod spill;
 mod zipkin;
 
 pub use parquet::{worker::main as run_parquet_worker, WORKER_COMMAND as PARQUET_WORKER_COMMAND};
@@ -35,10 +37,12 @@ use crate::model::{Event, EventFields, Interner, Millis, OperationKey, Partition
 use crate::rules::HopOrder;
 pub use fields::CheckedLine;
 pub use mapping::{split_pair, KeyMapping, TimeUnit};
+pub use preset::Preset;
 use progress::Progress;
 use source::Content;
 use spans::mapping::SpanMapping;
 use spans::resolve::{MappedSpan, SpanStats};
+use spill::{Budget, EventsRef, Spill};
 
 /// Bytes read per chunk. Large enough that parallel parsing amortises its overhead, small
 /// enough that the raw text of only one chunk is in memory at a time.
@@ -90,9 +94,16 @@ pub struct InputConfig {
     /// How to read JSON Lines, logfmt and Parquet input that names our keys its own way;
     /// `None`: our keys as they are, on the plain (fast) path.
     pub mapping: Option<KeyMapping>,
+    /// `--preset`: tools whose logs are read as they write them, each reaching only the
+    /// JSON Lines files it recognises ([`Preset::matches`]).
+    pub presets: Vec<Preset>,
     /// `--partition K/N`: keep only the operations of partition K (every line is still
     /// read, and its key parsed); `None`: keep every operation.
     pub partition: Option<Partition>,
+    /// `--memory-limit` and `--temp-dir`: events beyond the budget are spilled to disk
+    /// ([`read_partitioned`]). `None`: every event is held (the commands that need them all
+    /// at once).
+    pub budget: Option<Budget>,
 }
 
 /// Everything read from the inputs: what the analysis receives.
@@ -110,8 +121,8 @@ pub struct Ingested {
     pub diagnostics: Diagnostics,
     /// What became of the spans, when an input was OTLP or Zipkin.
     pub span_stats: Option<SpanStats>,
-    /// Under `--partition K/N`: the latest time of the events other partitions own (0 when
-    /// there are none). With it the trace end, where unfinished attempts are still active,
+    /// Under `--partition K/N`, and in a partition spilled to disk: the latest time of the
+    /// events other partitions own (0 when there are none). With it the trace end, where unfinished attempts are still active,
     /// is the one of the whole input, as in a run that keeps every operation. `None`:
     /// every event read was kept.
     pub latest_elsewhere_ms: Option<Millis>,
@@ -131,14 +142,198 @@ impl Ingested {
     }
 }
 
-/// Reads every input named in `config`, in order (directories and patterns expanded).
+/// Reads every input named in `config`, in order (directories and patterns expanded),
+/// holding every event whatever the budget.
 pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
+    let read = read_with(config, hops, None)?;
+    Ok(read.head)
+}
+
+/// What was read, in memory or spilled in partitions (see [`spill`]).
+#[derive(Debug)]
+pub struct Partitioned {
+    /// The input's files, lines read, bad lines and span statistics; and its events when
+    /// nothing was spilled.
+    pub head: Ingested,
+    /// The spilled partitions, when the events did not fit the budget.
+    pub spill: Option<Spill>,
+    /// The latest time anywhere in the input (of every partition): where unfinished
+    /// attempts are still active.
+    pub trace_end_ms: Millis,
+    budget: Option<Budget>,
+}
+
+impl Partitioned {
+    /// Hands each partition to `each`, in a fixed order, as the events of its operations
+    /// (each operation whole, in one partition), each knowing the trace end of all the
+    /// input (as `latest_elsewhere_ms`), so that none of its operations waits for the
+    /// merge; the first also carries the input's files, lines read, bad lines and span
+    /// statistics, the others none of them. Without a spill
+    /// the one partition is everything read. A partition that turns out larger than the
+    /// budget is split again (by the same hash) before it is read.
+    pub fn partitions(self, mut each: impl FnMut(Ingested) -> Result<()>) -> Result<()> {
+        let Partitioned {
+            head,
+            spill,
+            budget,
+            trace_end_ms,
+        } = self;
+        let Some(spill) = spill else {
+            return each(head);
+        };
+        let budget = budget.expect("a spill has a budget").events_bytes();
+        let files = head.files.clone();
+        let empty = |policy| Ingested {
+            events: Vec::new(),
+            operations: Vec::new(),
+            strings: Interner::default(),
+            files: files.clone(),
+            lines_read: 0,
+            diagnostics: Diagnostics::new(policy),
+            span_stats: None,
+            latest_elsewhere_ms: None,
+        };
+        let policy = head.diagnostics.policy();
+        let mut head = Some(head);
+        let mut todo: Vec<spill::Part> = Vec::new();
+        let mut parts = spill.partitions.parts.iter();
+        loop {
+            // Parts split from a partition come first, then the next partition.
+            let part = match todo.pop() {
+                Some(p) => p,
+                None => match parts.next() {
+                    Some(p) => p.clone(),
+                    None => return Ok(()),
+                },
+            };
+            let mut into = head.take().unwrap_or_else(|| empty(policy));
+            if part.memory_bytes() > budget && part.events > 1 {
+                if let Some(mut split) = spill.split_parts(&part, part.memory_bytes(), budget) {
+                    read_part(&part, &mut into, &mut Some((&mut split, budget)))?;
+                    spill.remove(&part);
+                    // A split that left everything in one part (one huge operation) is
+                    // read as it is: an operation is analysed whole.
+                    if split.parts.iter().all(|p| p.events < part.events) {
+                        head = Some(into);
+                        todo.extend(split.parts.into_iter().rev());
+                        continue;
+                    }
+                    let whole = split.parts.into_iter().find(|p| p.events == part.events);
+                    read_part(&whole.expect("the one part"), &mut into, &mut None)?;
+                    into.latest_elsewhere_ms = Some(trace_end_ms);
+                    each(into)?;
+                    continue;
+                }
+            }
+            read_part(&part, &mut into, &mut None)?;
+            spill.remove(&part);
+            into.latest_elsewhere_ms = Some(trace_end_ms);
+            each(into)?;
+        }
+    }
+}
+
+/// Reads a spilled part's events into `into`; with `split`, writes them on into the
+/// smaller parts instead, a budget's worth at a time.
+fn read_part(
+    part: &spill::Part,
+    into: &mut Ingested,
+    split: &mut Option<(&mut spill::Parts, u64)>,
+) -> Result<()> {
+    if part.events == 0 {
+        return Ok(());
+    }
+    let mut reader = spill::PartReader::open(part)?;
+    let mut keys = Keys::default();
+    let start = into.events.len();
+    while let Some(block) = reader.next_block()? {
+        let op = keys.op(into, block.run.as_deref(), &block.id);
+        for e in block.events {
+            let event = e.into_event(op, &mut into.strings);
+            into.events.push(event);
+        }
+        if let Some((parts, budget)) = split {
+            if held_bytes(into, &keys) > *budget / 2 {
+                parts.write(events_of(into, start))?;
+                clear_events(into, start, &mut keys);
+            }
+        }
+    }
+    if let Some((parts, _)) = split {
+        parts.write(events_of(into, start))?;
+        clear_events(into, start, &mut keys);
+    }
+    Ok(())
+}
+
+fn events_of(ingested: &Ingested, start: usize) -> EventsRef<'_> {
+    EventsRef {
+        events: &ingested.events[start..],
+        operations: &ingested.operations,
+        strings: &ingested.strings,
+    }
+}
+
+/// Drops the events from `start` on, and the operations and strings with them (a spill
+/// keeps nothing before `start`).
+fn clear_events(ingested: &mut Ingested, start: usize, keys: &mut Keys) {
+    debug_assert_eq!(start, 0, "events are only spilled from an empty table");
+    ingested.events.truncate(start);
+    ingested.operations.clear();
+    ingested.strings = Interner::default();
+    keys.index.clear();
+}
+
+/// What the events, their operation table and strings hold in memory, in bytes (as
+/// filled: a vector's spare capacity is never touched, so it costs no memory).
+fn held_bytes(ingested: &Ingested, keys: &Keys) -> u64 {
+    let entry = std::mem::size_of::<((Option<Sym>, Sym), u32)>() + 1;
+    (ingested.events.len() * std::mem::size_of::<Event>()
+        + ingested.operations.len() * std::mem::size_of::<(Option<Sym>, Sym)>()
+        + keys.index.len() * entry) as u64
+        + ingested.strings.heap_bytes()
+}
+
+/// The operation table's index: each (test run, operation) key once.
+#[derive(Default)]
+struct Keys {
+    index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
+}
+
+impl Keys {
+    /// The index of an operation in `ingested`'s table, added when new.
+    fn op(&mut self, ingested: &mut Ingested, run: Option<&str>, id: &str) -> u32 {
+        let run = run.map(|r| ingested.strings.intern(r));
+        let id = ingested.strings.intern(id);
+        let next = ingested.operations.len() as u32;
+        let op = *self.index.entry((run, id)).or_insert(next);
+        if op == next {
+            ingested.operations.push((run, id));
+        }
+        op
+    }
+}
+
+/// Reads every input named in `config`, in order (directories and patterns expanded);
+/// with a budget, spills the events in partitions when they would not fit it.
+pub fn read_partitioned(config: &InputConfig, hops: &HopOrder) -> Result<Partitioned> {
+    read_with(config, hops, config.budget.as_ref())
+}
+
+fn read_with(
+    config: &InputConfig,
+    hops: &HopOrder,
+    budget: Option<&Budget>,
+) -> Result<Partitioned> {
     let source::Resolved { inputs, notes } = source::resolve(&config.paths)?;
     for note in notes {
         eprintln!("attempt-funnel: {note}");
     }
     let mut progress = Progress::new(config.progress, source::total_size(&inputs));
     let mut reader = Reader::new(config, hops);
+    reader.budget = budget.cloned();
+    reader.total_bytes = source::total_size(&inputs);
+    reader.read_bytes = Some(progress.counter());
     reader.reserve_for(source::total_size(&inputs));
     for input in &inputs {
         let name = &input.name;
@@ -151,7 +346,15 @@ pub fn read_inputs(config: &InputConfig, hops: &HopOrder) -> Result<Ingested> {
         .with_context(|| format!("could not read '{name}'"))?;
     }
     progress.finish();
-    reader.finish()
+    for (file, preset, lines) in std::mem::take(&mut reader.passed) {
+        let why = preset.passes().unwrap_or("not attempts");
+        let lines = crate::words::counted(lines, "line", "lines");
+        eprintln!(
+            "attempt-funnel: {}: {lines} passed by, not attempts (--preset {preset}: {why})",
+            reader.out.files[file as usize]
+        );
+    }
+    reader.finish_partitioned()
 }
 
 /// The shortest event line worth reserving for: `{"operation_id":"a","start_ms":1}` and
@@ -219,9 +422,23 @@ pub(super) struct Reader<'c> {
     pub config: &'c InputConfig,
     pub hops: &'c HopOrder,
     pub out: Ingested,
-    op_index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
+    keys: Keys,
     /// Spans read so far; they become events once every input has been read.
     spans: Vec<MappedSpan>,
+    /// Each preset with its key mapping, built once.
+    presets: Vec<(Preset, KeyMapping)>,
+    /// Per file read with a preset: the lines it passed by as not attempts.
+    passed: Vec<(u32, Preset, u64)>,
+    /// The memory budget, when events may be spilled; where the events went that did not
+    /// fit it.
+    budget: Option<Budget>,
+    spill: Option<Spill>,
+    /// The latest time of every event read, spilled ones included.
+    latest_ms: Millis,
+    /// The inputs' size as stored, when known, and the bytes of it read so far: how much
+    /// of the input the events held stand for, when the first spill chooses its partitions.
+    total_bytes: Option<u64>,
+    read_bytes: Option<progress::ByteCounter>,
 }
 
 impl<'c> Reader<'c> {
@@ -239,14 +456,65 @@ impl<'c> Reader<'c> {
                 span_stats: None,
                 latest_elsewhere_ms: config.partition.map(|_| 0.0),
             },
-            op_index: HashMap::default(),
+            keys: Keys::default(),
             spans: Vec::new(),
+            presets: config
+                .presets
+                .iter()
+                .map(|&p| {
+                    let mapping = p.mapping().expect("the presets' mappings are tested");
+                    (p, mapping)
+                })
+                .collect(),
+            passed: Vec::new(),
+            budget: None,
+            spill: None,
+            latest_ms: 0.0,
+            total_bytes: None,
+            read_bytes: None,
         }
     }
 
     fn reserve_for(&mut self, bytes_on_disk: Option<u64>) {
-        let events = (bytes_on_disk.unwrap_or(0) / MIN_EVENT_LINE_BYTES).min(MAX_EVENTS_RESERVED);
+        let mut events =
+            (bytes_on_disk.unwrap_or(0) / MIN_EVENT_LINE_BYTES).min(MAX_EVENTS_RESERVED);
+        if let Some(budget) = &self.budget {
+            // Half the budget: the strings and the operation table take the rest.
+            events = events.min(budget.events_bytes() / 2 / std::mem::size_of::<Event>() as u64);
+        }
         self.out.events.reserve(events as usize);
+    }
+
+    /// Spills the events held when they exceed the budget. Called between batches of lines
+    /// (a few thousand events), not per event.
+    pub(super) fn after_batch(&mut self) -> Result<()> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        let held = held_bytes(&self.out, &self.keys);
+        if held <= budget.events_bytes() {
+            return Ok(());
+        }
+        self.spill_events(held)
+    }
+
+    /// Writes the events held to their partitions' files and forgets them, their
+    /// operations and strings.
+    fn spill_events(&mut self, held: u64) -> Result<()> {
+        let budget = self.budget.as_ref().expect("spilling needs a budget");
+        let spill = match &mut self.spill {
+            Some(spill) => spill,
+            None => {
+                let read = self.read_bytes.as_ref().map_or(0, |c| c.get());
+                let partitions =
+                    spill::first_partitions(held, read, self.total_bytes, budget.events_bytes());
+                self.spill.insert(Spill::create(budget, partitions)?)
+            }
+        };
+        spill.partitions.write(events_of(&self.out, 0))?;
+        clear_events(&mut self.out, 0, &mut self.keys);
+        crate::profile::note(&format!("spilled, {} MB so far", spill.bytes() >> 20));
+        Ok(())
     }
 
     /// Names the next input; its index is the `file` of its events' [`SourceRef`]s.
@@ -256,14 +524,37 @@ impl<'c> Reader<'c> {
     }
 
     /// Ends the reading: resolves the spans read, if any input held spans.
-    pub fn finish(mut self) -> Result<Ingested> {
+    #[cfg(test)]
+    pub fn finish(self) -> Result<Ingested> {
+        let read = self.finish_partitioned()?;
+        assert!(read.spill.is_none(), "spilled without a budget");
+        Ok(read.head)
+    }
+
+    /// Ends the reading: resolves the spans read, if any input held spans; once events
+    /// were spilled, the rest follow them.
+    fn finish_partitioned(mut self) -> Result<Partitioned> {
         if self.out.span_stats.is_some() {
             self.push_spans()?;
+        }
+        self.after_batch()?;
+        if self.spill.is_some() {
+            let held = held_bytes(&self.out, &self.keys);
+            self.spill_events(held)?;
         }
         if !self.reports_input() {
             self.out.lines_read = 0;
         }
-        Ok(self.out)
+        // Under --partition K/N, the events other partitions own count for the trace end.
+        let trace_end_ms = self
+            .latest_ms
+            .max(self.out.latest_elsewhere_ms.unwrap_or(0.0));
+        Ok(Partitioned {
+            head: self.out,
+            spill: self.spill,
+            trace_end_ms,
+            budget: self.budget,
+        })
     }
 
     /// Whether this run reports the input's own facts, lines read and bad lines: every run
@@ -306,14 +597,12 @@ impl<'c> Reader<'c> {
                 return;
             }
         }
+        let op = self.keys.op(
+            &mut self.out,
+            line.test_run_id.as_deref(),
+            &line.operation_id,
+        );
         let out = &mut self.out;
-        let run = line.test_run_id.as_deref().map(|r| out.strings.intern(r));
-        let id = out.strings.intern(&line.operation_id);
-        let next = out.operations.len() as u32;
-        let op = *self.op_index.entry((run, id)).or_insert(next);
-        if op == next {
-            out.operations.push((run, id));
-        }
         let mut intern = |s: Option<std::borrow::Cow<str>>| s.map(|s| out.strings.intern(&s));
         let fields = EventFields {
             attempt: line.attempt,
@@ -327,8 +616,10 @@ impl<'c> Reader<'c> {
             outcome: line.outcome,
             effect: line.effect,
             hidden: line.hidden,
+            untimed: line.untimed,
         };
         let event = Event::new(source, op, line.hop, line.timing, fields);
+        self.latest_ms = self.latest_ms.max(event.latest_ms());
         out.events.push(event);
     }
 
@@ -349,6 +640,7 @@ impl<'c> Reader<'c> {
         let mut next_line: u64 = 1;
         let mut first_read = true;
         let mut long: Option<LongLine> = None;
+        let mut preset: Option<usize> = None;
         loop {
             let had = buf.len();
             (&mut lines)
@@ -360,9 +652,18 @@ impl<'c> Reader<'c> {
                 if buf.starts_with(BOM) {
                     buf.drain(..BOM.len());
                 }
+                // A tool's log of JSON Lines is read by its preset, whatever keys it has.
+                if matches!(self.config.format, InputFormat::Auto | InputFormat::Jsonl) {
+                    let line = first_line(&buf);
+                    preset = self.presets.iter().position(|(p, _)| p.matches(line));
+                    if preset.is_some() {
+                        format = Some(InputFormat::Jsonl);
+                    }
+                }
                 // A mapped log is attempt events whatever its keys look like (`trace`,
                 // `traceId` and `id` are common log keys): it is never taken for spans.
                 let layout = match (&self.config.mapping, self.config.format) {
+                    _ if preset.is_some() => Layout::Lines(Some(InputFormat::Jsonl)),
                     (Some(_), InputFormat::Auto) => Layout::Lines(None),
                     _ => layout(&buf, eof, self.config.format),
                 };
@@ -443,7 +744,10 @@ impl<'c> Reader<'c> {
                         InputFormat::Otlp | InputFormat::Zipkin => {
                             self.span_chunk(file, format, &chunk)?
                         }
-                        _ => self.event_chunk(file, format, &chunk)?,
+                        _ => match preset {
+                            Some(p) => self.preset_chunk(file, p, &chunk)?,
+                            None => self.event_chunk(file, format, &chunk)?,
+                        },
                     };
                 }
             }
@@ -515,6 +819,7 @@ impl<'c> Reader<'c> {
                     }
                 }
                 batch.clear();
+                self.after_batch()?;
             }
         }
         Ok(line)
@@ -561,6 +866,44 @@ impl<'c> Reader<'c> {
                 keep,
             ),
         }
+    }
+
+    /// A tool's JSON Lines log, read by the preset at `index` of [`Reader::presets`]: a line
+    /// is some attempts, or passed by and counted.
+    fn preset_chunk(&mut self, file: File, index: usize, chunk: &Chunk<'_>) -> Result<u64> {
+        let presets = std::mem::take(&mut self.presets);
+        let hops = self.hops;
+        let (preset, mapping) = &presets[index];
+        let mut passed = 0;
+        let next = self.chunk_lines(
+            file,
+            chunk,
+            "not valid UTF-8: a JSON log must be UTF-8 text",
+            |text, _, unterminated| {
+                jsonl::parse_object(text, unterminated)
+                    .and_then(|object| preset.read(object, mapping, hops))
+            },
+            |reader, source, read| {
+                match read {
+                    preset::Read::Attempts(lines) => {
+                        for line in lines {
+                            reader.push(source, line);
+                        }
+                    }
+                    preset::Read::Passed => passed += 1,
+                }
+                Vec::new()
+            },
+        );
+        let preset = *preset;
+        self.presets = presets;
+        if passed > 0 {
+            match self.passed.last_mut() {
+                Some((f, p, n)) if *f == file.index && *p == preset => *n += passed,
+                _ => self.passed.push((file.index, preset, passed)),
+            }
+        }
+        next
     }
 
     /// OTLP or Zipkin: the spans of each line are kept for [`Reader::push_spans`], as the
@@ -668,8 +1011,11 @@ impl<'c> Reader<'c> {
         let mut stats = resolved.stats;
         stats.spans += unreadable;
         self.out.span_stats = Some(stats);
-        for (source, line) in resolved.lines {
+        for (n, (source, line)) in resolved.lines.into_iter().enumerate() {
             self.push(source, line);
+            if n % LINES_PER_BATCH == LINES_PER_BATCH - 1 {
+                self.after_batch()?;
+            }
         }
         Ok(())
     }
@@ -792,6 +1138,17 @@ fn detect_format(bytes: &[u8]) -> InputFormat {
     }
 }
 
+/// The first non-blank line of `bytes` (without its newline), or what of it they hold.
+fn first_line(bytes: &[u8]) -> &[u8] {
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let rest = &bytes[start..];
+    let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+    &rest[..end]
+}
+
 /// JSON Lines when the first non-blank line starts with `{`, logfmt otherwise: the formats a
 /// key mapping reads.
 fn detect_event_format(bytes: &[u8]) -> InputFormat {
@@ -845,7 +1202,9 @@ mod tests {
             max_line_bytes: None,
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
             mapping: None,
+            presets: Vec::new(),
             partition: None,
+            budget: None,
         }
     }
 

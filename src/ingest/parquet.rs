@@ -360,6 +360,7 @@ impl Reading<'_> {
         if !cells.is_empty() {
             bail!("a frame of the Parquet reader holds more cells than its rows");
         }
+        out.after_batch()?;
         Ok(before + u64::from(count))
     }
 }
@@ -385,7 +386,9 @@ mod tests {
             max_line_bytes: None,
             spans: SpanMapping::new(&HopOrder::default(), vec![false; 4]),
             mapping: None,
+            presets: Vec::new(),
             partition: None,
+            budget: None,
         }
     }
 

@@ -27,7 +27,7 @@
 //! (`28 b5 2f fd`, several frames allowed), Parquet (`PAR1`), else text lines.
 
 use std::fs::{self, File};
-use std::io::{self, BufReader, Cursor, Read, Seek, SeekFrom};
+use std::io::{self, BufReader, Cursor, IsTerminal, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -247,12 +247,21 @@ fn expand_glob(pattern: &str, out: &mut Resolved) -> Result<()> {
     Ok(())
 }
 
+/// Said on stderr, before reading, when the input is standard input and standard input is a
+/// terminal: someone who forgot the file name would otherwise face a silent wait, and
+/// someone typing events needs to know how to end them.
+pub const STDIN_IS_A_TERMINAL: &str =
+    "reading attempt events from standard input; pass a file or pipe logs in; Ctrl-D ends";
+
 /// Opens an input, adding the raw bytes it reads to `counter`, and recognises its content.
 pub fn open(input: &Input, counter: &ByteCounter) -> Result<Content> {
     let context = || format!("could not read '{}'", input.name);
     match &input.location {
         Location::Stdin => {
-            let mut stdin = Counting::new(io::stdin(), counter.clone());
+            if io::stdin().is_terminal() {
+                eprintln!("attempt-funnel: {STDIN_IS_A_TERMINAL}");
+            }
+            let mut stdin = Counting::new(Fused::new(io::stdin()), counter.clone());
             let head = read_head(&mut stdin).with_context(context)?;
             content(head, stdin).with_context(context)
         }
@@ -266,6 +275,34 @@ pub fn open(input: &Input, counter: &ByteCounter) -> Result<Content> {
             counter.add(head.len() as u64);
             content(head, Counting::new(file, counter.clone())).with_context(context)
         }
+    }
+}
+
+/// A reader that, once it has reported the end, keeps reporting it. A terminal's end
+/// (Ctrl-D) is not sticky: the read after it waits for more typing, and ours looks at the
+/// first bytes before reading the rest, so without this one Ctrl-D would not end the input.
+struct Fused<R> {
+    inner: R,
+    ended: bool,
+}
+
+impl<R> Fused<R> {
+    fn new(inner: R) -> Fused<R> {
+        Fused {
+            inner,
+            ended: false,
+        }
+    }
+}
+
+impl<R: Read> Read for Fused<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.ended || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = self.inner.read(buf)?;
+        self.ended = n == 0;
+        Ok(n)
     }
 }
 
@@ -363,6 +400,30 @@ mod tests {
             }
             Content::Parquet(_) => panic!("expected lines"),
         }
+    }
+
+    /// A stream that ends (returns 0) once, then would give more: a terminal after Ctrl-D.
+    struct EndsThenMore(Vec<&'static [u8]>);
+
+    impl Read for EndsThenMore {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let part = if self.0.is_empty() {
+                &b"more"[..]
+            } else {
+                self.0.remove(0)
+            };
+            buf[..part.len()].copy_from_slice(part);
+            Ok(part.len())
+        }
+    }
+
+    #[test]
+    fn the_first_end_of_a_stream_is_its_end() {
+        let mut fused = Fused::new(EndsThenMore(vec![b"ab", b""]));
+        let mut all = Vec::new();
+        fused.read_to_end(&mut all).unwrap();
+        assert_eq!(all, b"ab");
+        assert_eq!(fused.read(&mut [0; 8]).unwrap(), 0);
     }
 
     #[test]

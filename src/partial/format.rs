@@ -226,6 +226,9 @@ struct WireAttempt {
     effect: bool,
     #[serde(default, skip_serializing_if = "is_false")]
     hidden: bool,
+    /// Its times are its request's bounds, not its own (docs/input.md).
+    #[serde(default, skip_serializing_if = "is_false")]
+    untimed: bool,
 }
 
 fn wire_operation(op: &OpAttempts) -> WireOperation {
@@ -252,6 +255,7 @@ fn wire_operation(op: &OpAttempts) -> WireOperation {
                 retry_after_ms: a.retry_after_ms,
                 effect: a.effect,
                 hidden: a.hidden,
+                untimed: a.untimed,
             })
             .collect(),
     }
@@ -666,6 +670,7 @@ impl Reading {
                 retry_after_ms: a.retry_after_ms,
                 effect: a.effect,
                 hidden: a.hidden,
+                untimed: a.untimed,
             });
         }
         if attempts.is_empty() {

@@ -655,6 +655,7 @@ mod tests {
             retry_after_ms: None,
             effect: false,
             hidden: false,
+            untimed: false,
         }
     }
 

@@ -12,10 +12,11 @@ mod table;
 
 use serde::Serialize;
 
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, OperationResult};
 use crate::gate::GateReport;
-use crate::rules::Rules;
+use crate::rules::{HopOrder, Rules};
 use crate::summary::{OperationView, Summary};
+pub use rows::RowFormat;
 
 /// The output formats of `analyze`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,13 +82,37 @@ pub fn render(
             out.push(b'\n');
             out
         }
-        OutputFormat::Jsonl => rows::jsonl(analysis, &rules.hops)?,
-        OutputFormat::Csv => rows::csv(analysis, &rules.hops)?,
+        OutputFormat::Jsonl | OutputFormat::Csv | OutputFormat::Parquet => {
+            let mut out = Vec::new();
+            let rows = row_format(format).expect("a per-operation format");
+            write_rows(rows, &analysis.operations, &rules.hops, &mut out)?;
+            out
+        }
         OutputFormat::Markdown => markdown::render(summary, gate).into_bytes(),
-        OutputFormat::Parquet => rows::parquet(analysis, &rules.hops)?,
         OutputFormat::Html => html::render(summary, gate).into_bytes(),
         OutputFormat::Partial => anyhow::bail!(OutputFormat::Partial.refusal().unwrap_or_default()),
     })
+}
+
+/// The per-operation format `format` is, if it is one: its rows are written as they come
+/// ([`write_rows`], [`RowWriter`]) rather than rendered whole.
+pub fn row_format(format: OutputFormat) -> Option<RowFormat> {
+    match format {
+        OutputFormat::Jsonl => Some(RowFormat::Jsonl),
+        OutputFormat::Csv => Some(RowFormat::Csv),
+        OutputFormat::Parquet => Some(RowFormat::Parquet),
+        _ => None,
+    }
+}
+
+/// Writes per-operation rows, in order, in a per-operation format, a batch at a time.
+pub fn write_rows<'r>(
+    format: RowFormat,
+    rows: impl IntoIterator<Item = &'r OperationResult>,
+    hops: &HopOrder,
+    out: impl std::io::Write,
+) -> anyhow::Result<()> {
+    rows::write_all(format, rows, hops, out)
 }
 
 /// Renders the comparison report of `replay` or `diff`. The analyses are those of the two

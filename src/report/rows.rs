@@ -1,18 +1,22 @@
 //! Per-operation formats: JSON Lines (one object per operation), and CSV and Parquet (via
 //! polars, with one `<hop>_attempts` column per hop, like the usual jq funnel one-liner).
 //!
+//! The rows are written as they come ([`RowWriter`]), a batch at a time: the table is never
+//! built whole in memory, whatever the number of operations.
+//!
 //! JSON Lines and Parquet keep the input's IDs as they were (JSON escapes what it must).
 //! CSV is opened in spreadsheets, so its text cells go through [`escape::csv_cell`]: a
 //! cell that starts with a formula character is prefixed with `'`, and control characters
 //! are shown as visible escapes.
 
 use std::borrow::Cow;
+use std::io::Write;
 
 use polars::prelude::*;
 
 use crate::escape;
 
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, OperationResult};
 use crate::rules::HopOrder;
 use crate::summary::OperationRecord;
 
@@ -24,15 +28,6 @@ pub fn records<'a>(
         .operations
         .iter()
         .map(move |o| OperationRecord::new(o, hops))
-}
-
-pub fn jsonl(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    for record in records(analysis, hops) {
-        serde_json::to_writer(&mut out, &record)?;
-        out.push(b'\n');
-    }
-    Ok(out)
 }
 
 /// How a text cell is written: [`as_is`] (Parquet), or [`escape::csv_cell`] (CSV).
@@ -50,7 +45,11 @@ pub fn operation_frame(
     hops: &HopOrder,
     cell: Cell,
 ) -> PolarsResult<DataFrame> {
-    let ops = &analysis.operations;
+    rows_frame(&analysis.operations, hops, cell)
+}
+
+/// [`operation_frame`] of some rows.
+fn rows_frame(ops: &[OperationResult], hops: &HopOrder, cell: Cell) -> PolarsResult<DataFrame> {
     let mut columns = vec![
         Column::new(
             "test_run_id".into(),
@@ -119,19 +118,119 @@ pub fn operation_frame(
     DataFrame::new_infer_height(columns)
 }
 
-pub fn csv(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
-    let mut frame = operation_frame(analysis, hops, escape::csv_cell)?;
-    let mut out = Vec::new();
-    CsvWriter::new(&mut out)
-        .include_header(true)
-        .finish(&mut frame)?;
-    Ok(out)
+/// Rows per batch written: polars' row group size, so that the Parquet file has the row
+/// groups a whole-table write gives it, however the rows arrive.
+const ROWS_PER_BATCH: usize = 512 * 512;
+
+/// Which per-operation format a [`RowWriter`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowFormat {
+    Jsonl,
+    Csv,
+    Parquet,
 }
 
-/// The per-operation table as a Parquet file (polars' default compression, zstd).
-pub fn parquet(analysis: &Analysis, hops: &HopOrder) -> anyhow::Result<Vec<u8>> {
-    let mut frame = operation_frame(analysis, hops, as_is)?;
-    let mut out = Vec::new();
-    ParquetWriter::new(&mut out).finish(&mut frame)?;
-    Ok(out)
+/// Where the batches go.
+enum Sink<W: Write> {
+    Jsonl(std::io::BufWriter<W>),
+    Csv(polars::io::csv::write::BatchedWriter<W>),
+    // Boxed: the Parquet writer is large, and there is one sink per run.
+    Parquet(Box<polars::io::parquet::write::BatchedWriter<W>>),
+}
+
+/// Writes per-operation rows as they come, [`ROWS_PER_BATCH`] at a time, in the order
+/// given: the same bytes as writing the whole table at once, in bounded memory.
+pub struct RowWriter<'h, W: Write> {
+    hops: &'h HopOrder,
+    batch: Vec<OperationResult>,
+    sink: Sink<W>,
+}
+
+impl<'h, W: Write> RowWriter<'h, W> {
+    pub fn new(format: RowFormat, hops: &'h HopOrder, out: W) -> anyhow::Result<Self> {
+        let schema = || -> PolarsResult<Schema> {
+            let cell = match format {
+                RowFormat::Csv => escape::csv_cell,
+                _ => as_is,
+            };
+            Ok(rows_frame(&[], hops, cell)?.schema().as_ref().clone())
+        };
+        let sink = match format {
+            RowFormat::Jsonl => Sink::Jsonl(std::io::BufWriter::with_capacity(1 << 20, out)),
+            RowFormat::Csv => Sink::Csv(
+                CsvWriter::new(out)
+                    .include_header(true)
+                    .batched(&schema()?)?,
+            ),
+            RowFormat::Parquet => {
+                Sink::Parquet(Box::new(ParquetWriter::new(out).batched(&schema()?)?))
+            }
+        };
+        Ok(RowWriter {
+            hops,
+            batch: Vec::new(),
+            sink,
+        })
+    }
+
+    /// Adds a row; a full batch is written.
+    pub fn push(&mut self, row: OperationResult) -> anyhow::Result<()> {
+        self.batch.push(row);
+        if self.batch.len() == ROWS_PER_BATCH {
+            self.flush_batch()?;
+        }
+        Ok(())
+    }
+
+    fn flush_batch(&mut self) -> anyhow::Result<()> {
+        let hops = self.hops;
+        match &mut self.sink {
+            Sink::Jsonl(out) => {
+                for row in &self.batch {
+                    serde_json::to_writer(&mut *out, &OperationRecord::new(row, hops))?;
+                    out.write_all(b"\n")?;
+                }
+            }
+            Sink::Csv(out) => {
+                if !self.batch.is_empty() {
+                    out.write_batch(&rows_frame(&self.batch, hops, escape::csv_cell)?)?;
+                }
+            }
+            Sink::Parquet(out) => {
+                if !self.batch.is_empty() {
+                    out.write_batch(&rows_frame(&self.batch, hops, as_is)?)?;
+                }
+            }
+        }
+        self.batch.clear();
+        Ok(())
+    }
+
+    /// Writes the last batch and ends the file (a CSV of no rows is its header; a Parquet
+    /// file gets its footer).
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        self.flush_batch()?;
+        match &mut self.sink {
+            Sink::Jsonl(out) => out.flush()?,
+            Sink::Csv(out) => out.finish()?,
+            Sink::Parquet(out) => {
+                out.finish()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// All the rows of `rows`, in order, through a [`RowWriter`].
+pub fn write_all<'r, W: Write>(
+    format: RowFormat,
+    rows: impl IntoIterator<Item = &'r OperationResult>,
+    hops: &HopOrder,
+    out: W,
+) -> anyhow::Result<()> {
+    let mut writer = RowWriter::new(format, hops, out)?;
+    for row in rows {
+        writer.push(row.clone())?;
+    }
+    writer.finish()
 }

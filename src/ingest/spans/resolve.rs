@@ -559,6 +559,7 @@ fn checked_line(
         retry_after_ms: f.retry_after_ms,
         effect: false,
         hidden: s.hidden,
+        untimed: false,
     }
 }
 

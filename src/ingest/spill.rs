@@ -1,0 +1,885 @@
+//! Spilling: when the events read would not fit the memory budget (`--memory-limit`), they
+//! are hash-partitioned by operation key ([`partition_of`]) into compact files under a
+//! temporary directory (`--temp-dir`), then read back one partition at a time. Owns the
+//! budget's figures, the spill file encoding, the splitting of a partition that turned out
+//! too big, and the temporary directory's lifetime: removed when the run ends, on an error
+//! and on Ctrl-C.
+//!
+//! A spill file is a sequence of blocks, one per operation and write (an operation read in
+//! two stretches of the input has two blocks, which reading back joins):
+//!
+//! ```text
+//! block:  run+1 (varint; 0 = no test run) [run bytes]  id_len (varint) id bytes
+//!         events (varint)  event…
+//! event:  flags (varint: which optional fields follow, effect, hidden, untimed)
+//!         file (varint) line (varint) hop (varint) kind (byte)
+//!         [start f64] [finish f64] [attempt varint] [delivery varint] [outcome varint]
+//!         [target] [message_id] [span_id] [parent_id]  (each: len varint, bytes)
+//!         [delay f32] [retry_after f32]
+//! ```
+//!
+//! Little-endian, no padding: a generated event takes about 50 bytes against 190 as JSON
+//! and 72 in memory (its strings apart). The files live only as long as the run, so the
+//! encoding has no version: the same binary writes and reads them.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, ErrorKind, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once};
+
+use anyhow::{bail, Context, Result};
+
+use crate::model::{
+    partition_of, Event, EventFields, EventKind, Interner, Millis, Outcome, PointKind, SourceRef,
+    Sym, Timing,
+};
+
+/// `--memory-limit` when none is given: 1 GiB. A laptop or a CI runner (GitHub's smallest
+/// Linux runner has 7 GB, GitLab's 8 GB) has that to spare beside a browser or a build,
+/// and it holds about 3.5 M events in memory before anything is spilled, so runs up to
+/// about 700 k operations never touch the disk.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
+
+/// The events read (with their strings and operation table) may hold this share of the
+/// memory limit, 1/4, before they are spilled; a partition read back may hold as much. The
+/// analysis of a partition takes about as much again (the grouping index, the per-operation
+/// results, the partial), the rows and retry starts of the merge and the program's fixed
+/// part (code, threads, 8 MiB read buffers, about 60 MB) come on top.
+pub const EVENTS_SHARE: u64 = 4;
+
+/// The fewest and the most partitions one spill (or one split of a partition) makes. The
+/// files are opened for each write and closed again, so many cost no file descriptors.
+const MIN_PARTITIONS: u32 = 2;
+const MAX_PARTITIONS: u32 = 1024;
+
+/// Partitions made when the input's size is unknown (stdin): a partition that turns out
+/// too big is split again when it is read back.
+const PARTITIONS_UNKNOWN_SIZE: u32 = 16;
+
+/// Room left in each partition when the input's size is estimated: the estimate is made
+/// from the first part of the input, and a partition split again costs a second write.
+const HEADROOM: f64 = 1.5;
+
+/// Bytes a read-back event is counted as in memory beside its encoded bytes: the event
+/// itself and its share of the grouping index.
+const EVENT_MEMORY_BYTES: u64 = std::mem::size_of::<Event>() as u64 + 8;
+
+/// The memory budget and where to spill beyond it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Budget {
+    /// `--memory-limit`, in bytes.
+    pub limit_bytes: u64,
+    /// `--temp-dir`; `None`: the system's ([`std::env::temp_dir`], `TMPDIR` on Unix).
+    pub temp_dir: Option<PathBuf>,
+}
+
+impl Budget {
+    /// The most bytes the events read (or one partition read back) may hold.
+    pub fn events_bytes(&self) -> u64 {
+        (self.limit_bytes / EVENTS_SHARE).max(1)
+    }
+}
+
+/// Events grouped as ingest holds them: the events, the operation table their `op` indexes,
+/// and the strings their symbols name.
+pub struct EventsRef<'a> {
+    pub events: &'a [Event],
+    pub operations: &'a [(Option<Sym>, Sym)],
+    pub strings: &'a Interner,
+}
+
+/// One spill file: the operations whose key hashes to `residue` modulo `modulus`.
+#[derive(Debug, Clone)]
+pub struct Part {
+    path: PathBuf,
+    modulus: u32,
+    residue: u32,
+    pub events: u64,
+    pub bytes: u64,
+}
+
+impl Part {
+    /// What the part takes in memory once read back (its strings counted at their encoded
+    /// size, which is more than they take interned).
+    pub fn memory_bytes(&self) -> u64 {
+        self.events * EVENT_MEMORY_BYTES + self.bytes
+    }
+}
+
+/// A set of spill files, one per residue of a modulus (`first`, `first + step`, …): the
+/// partitions of a spill, or the parts a partition too big to read back was split into.
+#[derive(Debug)]
+pub struct Parts {
+    modulus: u32,
+    first: u32,
+    step: u32,
+    pub parts: Vec<Part>,
+}
+
+impl Parts {
+    fn new(dir: &TempDir, modulus: u32, first: u32, step: u32) -> Parts {
+        let count = modulus / step;
+        let parts = (0..count)
+            .map(|k| {
+                let residue = first + k * step;
+                Part {
+                    path: dir.path.join(format!("part-{modulus}-{residue}.bin")),
+                    modulus,
+                    residue,
+                    events: 0,
+                    bytes: 0,
+                }
+            })
+            .collect();
+        Parts {
+            modulus,
+            first,
+            step,
+            parts,
+        }
+    }
+
+    /// Appends `events` to the files of their operations' partitions.
+    pub fn write(&mut self, from: EventsRef) -> Result<()> {
+        let strings = from.strings;
+        let key = |op: usize| {
+            let (run, id) = from.operations[op];
+            (run.map(|r| strings.resolve(r)), strings.resolve(id))
+        };
+        // Each operation's events, in input order (a counting sort: no comparison sort of
+        // millions of events).
+        let ops = from.operations.len();
+        let mut offsets = vec![0u32; ops + 1];
+        for e in from.events {
+            offsets[e.op as usize + 1] += 1;
+        }
+        for i in 1..offsets.len() {
+            offsets[i] += offsets[i - 1];
+        }
+        let mut next = offsets.clone();
+        let mut order = vec![0u32; from.events.len()];
+        for (i, e) in from.events.iter().enumerate() {
+            order[next[e.op as usize] as usize] = i as u32;
+            next[e.op as usize] += 1;
+        }
+        drop(next);
+        // Each part's operations, in operation order.
+        let mut by_part: Vec<Vec<u32>> = vec![Vec::new(); self.parts.len()];
+        for op in 0..ops {
+            if offsets[op] == offsets[op + 1] {
+                continue;
+            }
+            let (run, id) = key(op);
+            let residue = partition_of(run, id, self.modulus);
+            by_part[((residue - self.first) / self.step) as usize].push(op as u32);
+        }
+        let mut buf = Vec::new();
+        for (part, ops) in self.parts.iter_mut().zip(by_part) {
+            if ops.is_empty() {
+                continue;
+            }
+            buf.clear();
+            for op in ops {
+                let range = offsets[op as usize] as usize..offsets[op as usize + 1] as usize;
+                let (run, id) = key(op as usize);
+                put_block_header(&mut buf, run, id, range.len() as u64);
+                for &i in &order[range] {
+                    put_event(&mut buf, &from.events[i as usize], strings);
+                }
+                part.events += offsets[op as usize + 1] as u64 - offsets[op as usize] as u64;
+            }
+            append(&part.path, &buf)?;
+            part.bytes += buf.len() as u64;
+        }
+        Ok(())
+    }
+}
+
+/// Appends `bytes` to the file at `path`; a full disk says which directory and what to do.
+fn append(path: &Path, bytes: &[u8]) -> Result<()> {
+    let written = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes));
+    written.map_err(|e| write_error(path, e))
+}
+
+fn write_error(path: &Path, e: std::io::Error) -> anyhow::Error {
+    let dir = path.parent().unwrap_or(path).display();
+    if e.kind() == ErrorKind::StorageFull || e.kind() == ErrorKind::QuotaExceeded {
+        anyhow::anyhow!(
+            "the temporary directory '{dir}' is full: the events that do not fit --memory-limit are spilled there (about 50 bytes per event); free space, point --temp-dir at a larger disk, or raise --memory-limit"
+        )
+    } else {
+        anyhow::Error::new(e).context(format!(
+            "could not write the spill file '{}' (choose another directory with --temp-dir)",
+            path.display()
+        ))
+    }
+}
+
+/// The decoded blocks of a spill file, one operation's events at a time.
+pub struct PartReader {
+    input: BufReader<File>,
+    path: PathBuf,
+}
+
+/// One block: an operation's key and its events (their strings still as text).
+pub struct Block {
+    pub run: Option<String>,
+    pub id: String,
+    pub events: Vec<SpilledEvent>,
+}
+
+/// An event read back, its strings not yet interned.
+pub struct SpilledEvent {
+    pub source: SourceRef,
+    pub hop: u16,
+    pub timing: Timing,
+    pub fields: EventFields,
+    pub strings: [Option<String>; 4],
+}
+
+impl SpilledEvent {
+    /// The event, its strings interned into `strings`, as operation `op`.
+    pub fn into_event(self, op: u32, strings: &mut Interner) -> Event {
+        let [target, message_id, span_id, parent_id] = self.strings;
+        let mut intern = |s: Option<String>| s.map(|s| strings.intern(&s));
+        let fields = EventFields {
+            target: intern(target),
+            message_id: intern(message_id),
+            span_id: intern(span_id),
+            parent_id: intern(parent_id),
+            ..self.fields
+        };
+        Event::new(self.source, op, self.hop, self.timing, fields)
+    }
+}
+
+impl PartReader {
+    pub fn open(part: &Part) -> Result<PartReader> {
+        let file = File::open(&part.path)
+            .with_context(|| format!("could not read the spill file '{}'", part.path.display()))?;
+        Ok(PartReader {
+            input: BufReader::with_capacity(1 << 20, file),
+            path: part.path.clone(),
+        })
+    }
+
+    /// The next block, or `None` at the end of the file.
+    pub fn next_block(&mut self) -> Result<Option<Block>> {
+        let path = &self.path;
+        let input = &mut self.input;
+        let mut first = [0u8; 1];
+        match input.read(&mut first) {
+            Ok(0) => return Ok(None),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "could not read the spill file '{}'",
+                    path.display()
+                )))
+            }
+        }
+        let block = (|| -> std::io::Result<Block> {
+            let run_len = varint_after(first[0], input)?;
+            let run = match run_len {
+                0 => None,
+                n => Some(get_string(input, n - 1)?),
+            };
+            let id_len = get_varint(input)?;
+            let id = get_string(input, id_len)?;
+            let count = get_varint(input)?;
+            let mut events = Vec::with_capacity(count.min(1 << 16) as usize);
+            for _ in 0..count {
+                events.push(get_event(input)?);
+            }
+            Ok(Block { run, id, events })
+        })();
+        block.map(Some).with_context(|| {
+            format!(
+                "the spill file '{}' is damaged (was it changed while the run went on?)",
+                path.display()
+            )
+        })
+    }
+}
+
+// Presence and flag bits of an encoded event.
+const HAS_START: u64 = 1;
+const HAS_FINISH: u64 = 1 << 1;
+const HAS_ATTEMPT: u64 = 1 << 2;
+const HAS_DELIVERY: u64 = 1 << 3;
+const HAS_OUTCOME: u64 = 1 << 4;
+const HAS_TARGET: u64 = 1 << 5;
+const HAS_MESSAGE: u64 = 1 << 6;
+const HAS_SPAN: u64 = 1 << 7;
+const HAS_PARENT: u64 = 1 << 8;
+const HAS_DELAY: u64 = 1 << 9;
+const HAS_RETRY_AFTER: u64 = 1 << 10;
+const EFFECT: u64 = 1 << 11;
+const HIDDEN: u64 = 1 << 12;
+const UNTIMED: u64 = 1 << 13;
+
+/// The kinds of event, as their byte: a record, then the point kinds.
+const KINDS: [EventKind; 5] = [
+    EventKind::Record,
+    EventKind::Point(PointKind::Start),
+    EventKind::Point(PointKind::Finish),
+    EventKind::Point(PointKind::Timeout),
+    EventKind::Point(PointKind::Cancel),
+];
+
+/// Named outcomes as 1…5; an HTTP status as itself (100…599, never one of those).
+const OUTCOMES: [Outcome; 5] = [
+    Outcome::Ok,
+    Outcome::Error,
+    Outcome::Timeout,
+    Outcome::Cancelled,
+    Outcome::Rejected,
+];
+
+fn outcome_code(o: Outcome) -> u64 {
+    match o {
+        Outcome::Http(code) => u64::from(code),
+        named => OUTCOMES.iter().position(|&n| n == named).expect("named") as u64 + 1,
+    }
+}
+
+fn outcome_of(code: u64) -> Option<Outcome> {
+    match code {
+        1..=5 => Some(OUTCOMES[code as usize - 1]),
+        _ => Outcome::from_status(code as i64),
+    }
+}
+
+fn put_varint(buf: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        buf.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    buf.push(n as u8);
+}
+
+fn put_str(buf: &mut Vec<u8>, s: &str) {
+    put_varint(buf, s.len() as u64);
+    buf.extend_from_slice(s.as_bytes());
+}
+
+fn put_block_header(buf: &mut Vec<u8>, run: Option<&str>, id: &str, events: u64) {
+    match run {
+        None => put_varint(buf, 0),
+        Some(r) => {
+            put_varint(buf, r.len() as u64 + 1);
+            buf.extend_from_slice(r.as_bytes());
+        }
+    }
+    put_str(buf, id);
+    put_varint(buf, events);
+}
+
+fn put_event(buf: &mut Vec<u8>, e: &Event, strings: &Interner) {
+    let f = e.fields();
+    let (start, finish) = match e.timing() {
+        Timing::Record {
+            start_ms,
+            finish_ms,
+        } => (start_ms, finish_ms),
+        Timing::Point { at_ms, .. } => (Some(at_ms), None),
+    };
+    let texts = [f.target, f.message_id, f.span_id, f.parent_id];
+    let mut flags = 0;
+    for (present, bit) in [
+        (start.is_some(), HAS_START),
+        (finish.is_some(), HAS_FINISH),
+        (f.attempt.is_some(), HAS_ATTEMPT),
+        (f.delivery.is_some(), HAS_DELIVERY),
+        (f.outcome.is_some(), HAS_OUTCOME),
+        (texts[0].is_some(), HAS_TARGET),
+        (texts[1].is_some(), HAS_MESSAGE),
+        (texts[2].is_some(), HAS_SPAN),
+        (texts[3].is_some(), HAS_PARENT),
+        (f.delay_ms.is_some(), HAS_DELAY),
+        (f.retry_after_ms.is_some(), HAS_RETRY_AFTER),
+        (f.effect, EFFECT),
+        (f.hidden, HIDDEN),
+        (f.untimed, UNTIMED),
+    ] {
+        if present {
+            flags |= bit;
+        }
+    }
+    put_varint(buf, flags);
+    put_varint(buf, u64::from(e.source.file));
+    put_varint(buf, u64::from(e.source.line));
+    put_varint(buf, u64::from(e.hop));
+    buf.push(KINDS.iter().position(|&k| k == e.kind).expect("a kind") as u8);
+    for t in [start, finish].into_iter().flatten() {
+        buf.extend_from_slice(&t.to_le_bytes());
+    }
+    for n in [f.attempt, f.delivery].into_iter().flatten() {
+        put_varint(buf, u64::from(n));
+    }
+    if let Some(o) = f.outcome {
+        put_varint(buf, outcome_code(o));
+    }
+    for sym in texts.into_iter().flatten() {
+        put_str(buf, strings.resolve(sym));
+    }
+    // The event holds these as f32 already: the f32 gives back the same value.
+    for d in [f.delay_ms, f.retry_after_ms].into_iter().flatten() {
+        buf.extend_from_slice(&(d as f32).to_le_bytes());
+    }
+}
+
+fn damaged(what: &str) -> std::io::Error {
+    std::io::Error::new(ErrorKind::InvalidData, what.to_string())
+}
+
+fn get_byte(input: &mut impl Read) -> std::io::Result<u8> {
+    let mut b = [0u8; 1];
+    input.read_exact(&mut b)?;
+    Ok(b[0])
+}
+
+fn get_varint(input: &mut impl Read) -> std::io::Result<u64> {
+    let first = get_byte(input)?;
+    varint_after(first, input)
+}
+
+/// A varint whose first byte was read already.
+fn varint_after(first: u8, input: &mut impl Read) -> std::io::Result<u64> {
+    let mut n = u64::from(first & 0x7f);
+    let mut byte = first;
+    let mut shift = 7;
+    while byte & 0x80 != 0 {
+        if shift > 63 {
+            return Err(damaged("varint too long"));
+        }
+        byte = get_byte(input)?;
+        n |= u64::from(byte & 0x7f) << shift;
+        shift += 7;
+    }
+    Ok(n)
+}
+
+fn get_string(input: &mut impl Read, len: u64) -> std::io::Result<String> {
+    let mut bytes = Vec::with_capacity(len.min(1 << 20) as usize);
+    input.take(len).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 != len {
+        return Err(damaged("string cut short"));
+    }
+    String::from_utf8(bytes).map_err(|_| damaged("string not UTF-8"))
+}
+
+fn get_f64(input: &mut impl Read) -> std::io::Result<f64> {
+    let mut b = [0u8; 8];
+    input.read_exact(&mut b)?;
+    Ok(f64::from_le_bytes(b))
+}
+
+fn get_f32(input: &mut impl Read) -> std::io::Result<f32> {
+    let mut b = [0u8; 4];
+    input.read_exact(&mut b)?;
+    Ok(f32::from_le_bytes(b))
+}
+
+fn get_u32(input: &mut impl Read) -> std::io::Result<u32> {
+    u32::try_from(get_varint(input)?).map_err(|_| damaged("number out of range"))
+}
+
+fn get_event(input: &mut impl Read) -> std::io::Result<SpilledEvent> {
+    let flags = get_varint(input)?;
+    let has = |bit: u64| flags & bit != 0;
+    let source = SourceRef {
+        file: get_u32(input)?,
+        line: get_u32(input)?,
+    };
+    let hop = u16::try_from(get_varint(input)?).map_err(|_| damaged("hop out of range"))?;
+    let kind = *KINDS
+        .get(get_byte(input)? as usize)
+        .ok_or_else(|| damaged("unknown kind"))?;
+    let start: Option<Millis> = has(HAS_START).then(|| get_f64(input)).transpose()?;
+    let finish: Option<Millis> = has(HAS_FINISH).then(|| get_f64(input)).transpose()?;
+    let timing = match kind {
+        EventKind::Record => Timing::Record {
+            start_ms: start,
+            finish_ms: finish,
+        },
+        EventKind::Point(kind) => Timing::Point {
+            kind,
+            at_ms: start.ok_or_else(|| damaged("point event without its time"))?,
+        },
+    };
+    let attempt = has(HAS_ATTEMPT).then(|| get_u32(input)).transpose()?;
+    let delivery = has(HAS_DELIVERY).then(|| get_u32(input)).transpose()?;
+    let outcome = match has(HAS_OUTCOME).then(|| get_varint(input)).transpose()? {
+        Some(code) => Some(outcome_of(code).ok_or_else(|| damaged("unknown outcome"))?),
+        None => None,
+    };
+    let mut strings: [Option<String>; 4] = Default::default();
+    for (slot, bit) in strings
+        .iter_mut()
+        .zip([HAS_TARGET, HAS_MESSAGE, HAS_SPAN, HAS_PARENT])
+    {
+        if has(bit) {
+            let len = get_varint(input)?;
+            *slot = Some(get_string(input, len)?);
+        }
+    }
+    let delay_ms = has(HAS_DELAY).then(|| get_f32(input)).transpose()?;
+    let retry_after_ms = has(HAS_RETRY_AFTER).then(|| get_f32(input)).transpose()?;
+    Ok(SpilledEvent {
+        source,
+        hop,
+        timing,
+        fields: EventFields {
+            attempt,
+            delivery,
+            target: None,
+            message_id: None,
+            span_id: None,
+            parent_id: None,
+            delay_ms: delay_ms.map(f64::from),
+            retry_after_ms: retry_after_ms.map(f64::from),
+            outcome,
+            effect: has(EFFECT),
+            hidden: has(HIDDEN),
+            untimed: has(UNTIMED),
+        },
+        strings,
+    })
+}
+
+/// The spilled events of a run: the temporary directory and the partitions in it.
+#[derive(Debug)]
+pub struct Spill {
+    dir: TempDir,
+    pub partitions: Parts,
+}
+
+impl Spill {
+    /// A spill of `partitions` files in a new temporary directory under the budget's.
+    pub fn create(budget: &Budget, partitions: u32) -> Result<Spill> {
+        let dir = TempDir::new(budget.temp_dir.as_deref())?;
+        let partitions = Parts::new(&dir, partitions.clamp(MIN_PARTITIONS, MAX_PARTITIONS), 0, 1);
+        Ok(Spill { dir, partitions })
+    }
+
+    /// Bytes written to the spill files so far.
+    pub fn bytes(&self) -> u64 {
+        self.partitions.parts.iter().map(|p| p.bytes).sum()
+    }
+
+    /// Splits `part` into smaller parts (by the same hash, modulo a multiple of its
+    /// modulus), or `None` when it cannot be split: the modulus would overflow.
+    pub fn split_parts(&self, part: &Part, memory_bytes: u64, budget: u64) -> Option<Parts> {
+        let ways = partitions_for(memory_bytes, budget);
+        let modulus = part.modulus.checked_mul(ways)?;
+        Some(Parts::new(&self.dir, modulus, part.residue, part.modulus))
+    }
+
+    /// Removes a part's file once read.
+    pub fn remove(&self, part: &Part) {
+        // Removed with the directory at the end in any case.
+        let _ = std::fs::remove_file(&part.path);
+    }
+}
+
+/// How many partitions hold `memory_bytes` of events with each under `budget`.
+pub fn partitions_for(memory_bytes: u64, budget: u64) -> u32 {
+    let wanted = (memory_bytes as f64 * HEADROOM / budget.max(1) as f64).ceil();
+    (wanted.min(f64::from(MAX_PARTITIONS)) as u32).max(MIN_PARTITIONS)
+}
+
+/// The partitions of a first spill: the events held so far (`held_bytes`) scaled to the
+/// whole input by the share of it read (`read_bytes` of `total_bytes`, as stored, so a
+/// compressed input scales as well as a plain one). Unknown size (stdin):
+/// [`PARTITIONS_UNKNOWN_SIZE`].
+pub fn first_partitions(held_bytes: u64, read: u64, total: Option<u64>, budget: u64) -> u32 {
+    match total {
+        Some(total) if read > 0 => {
+            let whole = held_bytes as f64 * (total as f64 / read as f64).max(1.0);
+            partitions_for(whole as u64, budget)
+        }
+        _ => PARTITIONS_UNKNOWN_SIZE,
+    }
+}
+
+/// Temporary directories alive now: removed by the Ctrl-C handler before the process ends.
+static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static HANDLER: Once = Once::new();
+
+/// A directory of spill files, removed when dropped (the run ended, or stopped on an error)
+/// and when the process is interrupted (SIGINT, SIGTERM, SIGHUP).
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    fn new(base: Option<&Path>) -> Result<TempDir> {
+        let base = base.map_or_else(std::env::temp_dir, Path::to_path_buf);
+        HANDLER.call_once(install_cleanup_on_signal);
+        for n in 0u32.. {
+            let path = base.join(format!("attempt-funnel-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    LIVE.lock().unwrap_or_else(|e| e.into_inner()).push(path.clone());
+                    return Ok(TempDir { path });
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "could not create a directory for spill files in '{}' (the events do not fit --memory-limit): choose a writable directory with --temp-dir",
+                        base.display()
+                    )))
+                }
+            }
+        }
+        bail!("no free name for a spill directory in '{}'", base.display())
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+        live.retain(|p| p != &self.path);
+    }
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: removes the live spill directories, then ends the process
+/// as the signal would have (exit status 128 + the signal's number).
+fn install_cleanup_on_signal() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return; // no handler: the files are still removed on a normal end and on errors
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+            for path in live.iter() {
+                let _ = std::fs::remove_dir_all(path);
+            }
+            let _ = std::io::stderr().flush();
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Events, their operation table and their strings.
+    type Sample = (Vec<Event>, Vec<(Option<Sym>, Sym)>, Interner);
+
+    fn sample() -> Sample {
+        let mut strings = Interner::default();
+        let run = strings.intern("run-1");
+        let ops: Vec<(Option<Sym>, Sym)> = (0..50)
+            .map(|i| {
+                let id = strings.intern(&format!("op-{i}"));
+                ((i % 3 != 0).then_some(run), id)
+            })
+            .collect();
+        let target = strings.intern("sku-é");
+        let mut events = Vec::new();
+        for i in 0..400u32 {
+            let op = i % 50;
+            let timing = match i % 4 {
+                0 => Timing::Record {
+                    start_ms: Some(f64::from(i) + 0.25),
+                    finish_ms: Some(f64::from(i) * 2.0),
+                },
+                1 => Timing::Record {
+                    start_ms: None,
+                    finish_ms: Some(1.5),
+                },
+                2 => Timing::Point {
+                    kind: PointKind::Timeout,
+                    at_ms: -0.0,
+                },
+                _ => Timing::Record {
+                    start_ms: Some(1e15),
+                    finish_ms: None,
+                },
+            };
+            let fields = EventFields {
+                attempt: (i % 5 != 0).then_some(i % 7 + 1),
+                delivery: (i % 6 == 0).then_some(300),
+                target: (i % 2 == 0).then_some(target),
+                message_id: (i % 3 == 0).then_some(ops[op as usize].1),
+                span_id: None,
+                parent_id: (i % 9 == 0).then_some(target),
+                delay_ms: (i % 4 == 1).then_some(12.5),
+                retry_after_ms: (i % 8 == 1).then_some(1000.0),
+                outcome: [None, Some(Outcome::Http(503)), Some(Outcome::Cancelled)]
+                    [(i % 3) as usize],
+                effect: i % 11 == 0,
+                hidden: i % 13 == 0,
+                untimed: i % 17 == 0,
+            };
+            let source = SourceRef {
+                file: i % 2,
+                line: i * 1000 + 1,
+            };
+            events.push(Event::new(source, op, (i % 4) as u16, timing, fields));
+        }
+        (events, ops, strings)
+    }
+
+    /// Every event, with its key and strings as text, in a comparable form.
+    fn described(key: (Option<&str>, &str), e: &Event, strings: &Interner) -> String {
+        let f = e.fields();
+        let text = |s: Option<Sym>| s.map(|s| strings.resolve(s).to_string());
+        format!(
+            "{key:?} {:?} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {} {}",
+            e.source,
+            e.hop,
+            e.timing(),
+            f.attempt,
+            f.delivery,
+            text(f.target),
+            text(f.message_id),
+            text(f.span_id),
+            text(f.parent_id),
+            f.delay_ms,
+            f.retry_after_ms,
+            f.outcome,
+            f.effect,
+            f.hidden,
+            f.untimed
+        )
+    }
+
+    #[test]
+    fn events_spilled_come_back_whole_each_in_its_operations_partition() {
+        let (events, ops, strings) = sample();
+        let budget = Budget {
+            limit_bytes: 1 << 20,
+            temp_dir: None,
+        };
+        let mut spill = Spill::create(&budget, 7).unwrap();
+        let dir = spill.dir.path.clone();
+        // Written in two stretches: an operation's events come back from both.
+        let half = events.len() / 2;
+        for stretch in [&events[..half], &events[half..]] {
+            spill
+                .partitions
+                .write(EventsRef {
+                    events: stretch,
+                    operations: &ops,
+                    strings: &strings,
+                })
+                .unwrap();
+        }
+        let mut expected: Vec<String> = events
+            .iter()
+            .map(|e| {
+                let (run, id) = ops[e.op as usize];
+                described(
+                    (run.map(|r| strings.resolve(r)), strings.resolve(id)),
+                    e,
+                    &strings,
+                )
+            })
+            .collect();
+        let mut got = Vec::new();
+        for part in &spill.partitions.parts {
+            let mut reader = PartReader::open(part).unwrap();
+            let mut back = Interner::default();
+            while let Some(block) = reader.next_block().unwrap() {
+                assert_eq!(
+                    partition_of(block.run.as_deref(), &block.id, 7),
+                    part.residue
+                );
+                for e in block.events {
+                    let event = e.into_event(0, &mut back);
+                    got.push(described((block.run.as_deref(), &block.id), &event, &back));
+                }
+            }
+        }
+        expected.sort();
+        got.sort();
+        assert_eq!(got, expected);
+        let bytes = spill.bytes();
+        assert!(bytes > 0 && bytes < 400 * 60, "{bytes} bytes");
+        drop(spill);
+        assert!(
+            !dir.exists(),
+            "the spill directory is removed with the spill"
+        );
+    }
+
+    #[test]
+    fn a_split_part_keeps_its_residue_modulo_the_old_modulus() {
+        let (events, ops, strings) = sample();
+        let budget = Budget {
+            limit_bytes: 1 << 20,
+            temp_dir: None,
+        };
+        let mut spill = Spill::create(&budget, 3).unwrap();
+        let from = EventsRef {
+            events: &events,
+            operations: &ops,
+            strings: &strings,
+        };
+        spill.partitions.write(from).unwrap();
+        let part = &spill.partitions.parts[1];
+        let mut split = spill.split_parts(part, 4000, 1000).unwrap();
+        assert_eq!(split.modulus, 3 * 6);
+        let mut reader = PartReader::open(part).unwrap();
+        let mut back = Interner::default();
+        let mut back_ops = Vec::new();
+        let mut back_events = Vec::new();
+        while let Some(block) = reader.next_block().unwrap() {
+            let run = block.run.as_deref().map(|r| back.intern(r));
+            let id = back.intern(&block.id);
+            back_ops.push((run, id));
+            let op = back_ops.len() as u32 - 1;
+            back_events.extend(
+                block
+                    .events
+                    .into_iter()
+                    .map(|e| e.into_event(op, &mut back)),
+            );
+        }
+        split
+            .write(EventsRef {
+                events: &back_events,
+                operations: &back_ops,
+                strings: &back,
+            })
+            .unwrap();
+        assert_eq!(
+            split.parts.iter().map(|p| p.events).sum::<u64>(),
+            part.events
+        );
+        for sub in &split.parts {
+            assert_eq!(sub.residue % 3, 1);
+            let mut reader = PartReader::open(sub).unwrap();
+            while let Some(block) = reader.next_block().unwrap() {
+                assert_eq!(
+                    partition_of(block.run.as_deref(), &block.id, 18),
+                    sub.residue
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_file_is_an_error_that_names_it() {
+        let budget = Budget {
+            limit_bytes: 1 << 20,
+            temp_dir: None,
+        };
+        let spill = Spill::create(&budget, 2).unwrap();
+        let part = &spill.partitions.parts[0];
+        append(&part.path, &[0, 3, b'o', b'p']).unwrap();
+        let err = PartReader::open(part).unwrap().next_block().err().unwrap();
+        assert!(format!("{err:#}").contains("is damaged"), "{err:#}");
+    }
+}

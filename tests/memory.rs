@@ -1,0 +1,197 @@
+//! Bounded memory (#10): a run whose events do not fit `--memory-limit` spills them in
+//! partitions to `--temp-dir` and analyses them one partition at a time. Nothing of the
+//! output may change: every format is compared byte for byte with the run that held
+//! everything in memory. The spill directory is gone when the run ends, however it ends.
+
+mod common;
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Every output format of `analyze`, with the file name it is written to.
+const FORMATS: [(&str, &str); 7] = [
+    ("table", "report.txt"),
+    ("json", "report.json"),
+    ("jsonl", "rows.jsonl"),
+    ("csv", "rows.csv"),
+    ("markdown", "report.md"),
+    ("parquet", "rows.parquet"),
+    ("html", "report.html"),
+];
+
+/// The bytes of every format, in memory and under `limit`, and what the spilled run said.
+fn compare_every_format(inputs: &[&Path], limit: &str, extra: &[&str]) {
+    let out = TempDir::new("memory-out");
+    let spill = TempDir::new("memory-spill");
+    for (format, file) in FORMATS {
+        let mut outputs = Vec::new();
+        for memory in [None, Some(limit)] {
+            let path = out.path.join(format!("{}-{file}", memory.unwrap_or("all")));
+            let mut args: Vec<OsString> = vec![
+                "--format".into(),
+                format.into(),
+                "--output".into(),
+                path.clone().into(),
+                "--temp-dir".into(),
+                spill.path.clone().into(),
+            ];
+            if let Some(limit) = memory {
+                args.extend(["--memory-limit".into(), limit.into()]);
+            }
+            args.extend(extra.iter().map(OsString::from));
+            args.extend(inputs.iter().map(|p| p.as_os_str().to_owned()));
+            let mut env = vec![("ATTEMPT_FUNNEL_PROFILE", "1")];
+            env.push(("NO_COLOR", "1"));
+            let run = analyze_env(&args, &env);
+            run.expect_code(0);
+            // The profile notes each spill: the tiny limit did force it, and the default
+            // did not.
+            let spilled = run.stderr.contains("spilled");
+            assert_eq!(spilled, memory.is_some(), "{format}: {}", run.stderr);
+            assert_eq!(
+                std::fs::read_dir(&spill.path).unwrap().count(),
+                0,
+                "{format}: the spill directory is left empty"
+            );
+            outputs.push(std::fs::read(&path).unwrap());
+        }
+        assert!(!outputs[0].is_empty(), "{format}");
+        assert!(
+            outputs[0] == outputs[1],
+            "{format}: the spilled run wrote other bytes than the run in memory"
+        );
+    }
+}
+
+/// `analyze` with `args` and extra environment variables.
+fn analyze_env(args: &[OsString], env: &[(&str, &str)]) -> Run {
+    let out = Command::new(BIN)
+        .arg("analyze")
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the binary");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: out.stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn the_incident_spilled_in_tiny_partitions_gives_every_format_byte_for_byte() {
+    // 4 KiB: a few events per partition, so partitions are split again as they are read.
+    compare_every_format(&[&fixture("incident.jsonl")], "4K", &[]);
+}
+
+#[test]
+fn span_inputs_spilled_give_the_same_report() {
+    // Spans are resolved across the trace in memory; the events they become are spilled.
+    let otlp = fixture("otlp/gateway-retries.jsonl");
+    let policy = fixture("otlp/hop-map.toml");
+    compare_every_format(&[&otlp], "2K", &["--policy", policy.to_str().unwrap()]);
+}
+
+#[test]
+fn two_hundred_thousand_operations_spilled_give_every_format_byte_for_byte() {
+    let dir = TempDir::new("memory-200k");
+    let events = dir.path.join("events.jsonl");
+    run(&[
+        OsString::from("generate"),
+        "--ops".into(),
+        "200000".into(),
+        "--seed".into(),
+        "7".into(),
+        "--output".into(),
+        events.clone().into(),
+    ])
+    .expect_code(0);
+    // About a million events, ~110 MB held in memory: 24 MiB spills them several times.
+    compare_every_format(&[&events], "24M", &["--top", "20"]);
+}
+
+#[test]
+fn an_unwritable_temp_dir_is_a_clear_error() {
+    let dir = TempDir::new("memory-not-a-dir");
+    let file = dir.file("plain-file", b"");
+    let run = analyze(&[
+        OsString::from("--memory-limit"),
+        "1K".into(),
+        "--temp-dir".into(),
+        file.clone().into(),
+        fixture("incident.jsonl").into(),
+    ]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains(&format!(
+            "could not create a directory for spill files in '{}'",
+            file.display()
+        )) && run.stderr.contains("--temp-dir"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_memory_limit_that_is_not_a_size_is_a_usage_error() {
+    let run = analyze(&["--memory-limit", "lots", "fixtures/incident.jsonl"]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("'lots' is not a size"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn ctrl_c_while_spilling_removes_the_spill_directory() {
+    let spill = TempDir::new("memory-ctrl-c");
+    // More than one 8 MiB read: the first is analysed (and spilled) while the run waits
+    // for the rest.
+    let lines = run(&["generate", "--ops", "60000"])
+        .expect_code(0)
+        .stdout
+        .clone();
+    assert!(lines.len() > 9 << 20, "{} bytes", lines.len());
+    let mut child = Command::new(BIN)
+        .args(["analyze", "--memory-limit", "1K", "--temp-dir"])
+        .arg(&spill.path)
+        .current_dir(root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the binary");
+    let mut stdin = child.stdin.take().unwrap();
+    // Lines in, the pipe left open: the run waits for more after its first spills.
+    use std::io::Write;
+    stdin.write_all(&lines).unwrap();
+    stdin.flush().unwrap();
+    let started = Instant::now();
+    while std::fs::read_dir(&spill.path).unwrap().count() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no spill directory appeared"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = child.wait().unwrap();
+    drop(stdin);
+    assert_eq!(status.code(), Some(130), "ends as interrupted");
+    assert_eq!(
+        std::fs::read_dir(&spill.path).unwrap().count(),
+        0,
+        "the spill directory is removed on Ctrl-C"
+    );
+}
