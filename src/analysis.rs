@@ -5,6 +5,8 @@
 //! result is the [`Analysis`] defined here. The attempts themselves are kept only for the
 //! few operations a report draws ([`Keep`]): memory stays bounded by those.
 
+pub mod tally;
+
 use rayon::prelude::*;
 
 use crate::burst::{find_bursts, Burst, RetryPoint};
@@ -16,7 +18,7 @@ use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
 use crate::normalize::{normalize_operation, ByOperation};
 use crate::rules::Rules;
 use crate::stats::AttemptStats;
-use crate::tally::Tally;
+use tally::Tally;
 
 /// Duplicate events named one by one before the rest are only counted.
 pub const DUPLICATES_LISTED: usize = 3;
@@ -142,7 +144,7 @@ pub struct KeptOperation {
 #[derive(Debug)]
 pub struct Analysis {
     /// The per-operation counts and the worst operations; the rows themselves went to the
-    /// merge's [`crate::tally::RowSink`] in (test run, operation ID) order.
+    /// merge's [`crate::analysis::tally::RowSink`] in (test run, operation ID) order.
     pub tally: Tally,
     /// Per-hop attempt counts, latency sketches and starts over time: what the summary's
     /// per-hop numbers and the chart are computed from.

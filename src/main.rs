@@ -32,7 +32,6 @@ mod rules;
 mod select;
 mod stats;
 mod summary;
-mod tally;
 mod timeline;
 mod words;
 
@@ -295,7 +294,7 @@ fn analyze_partitions(
     rules: &Rules,
     keep: &analysis::Keep,
     listed: usize,
-    sink: &mut dyn tally::RowSink,
+    sink: &mut dyn analysis::tally::RowSink,
 ) -> Result<analysis::Analysis> {
     if read.spill.is_none() {
         return partial::analyze(read.head, rules, keep, listed, sink);
@@ -528,10 +527,10 @@ impl RowsOut {
     /// Runs an analysis with its rows sent here; a failed one leaves no partial row file.
     fn run(
         &mut self,
-        analyse: impl FnOnce(&mut dyn tally::RowSink) -> Result<analysis::Analysis>,
+        analyse: impl FnOnce(&mut dyn analysis::tally::RowSink) -> Result<analysis::Analysis>,
     ) -> Result<analysis::Analysis> {
         let result = match &mut self.rows {
-            Some(rows) => analyse(&mut tally::Both(&mut self.blame, rows)),
+            Some(rows) => analyse(&mut analysis::tally::Both(&mut self.blame, rows)),
             None => analyse(&mut self.blame),
         };
         if result.is_err() {
@@ -666,8 +665,7 @@ fn conclude(
         ignore_closed_pipe(write_output(target, xml.as_bytes()))?;
     }
     // A closed stdout ends the report, not the run: the verdict and the exit code follow.
-    let report_written =
-        ignore_closed_pipe(write_report(&config.output, report));
+    let report_written = ignore_closed_pipe(write_report(&config.output, report));
     let mut code = exit_codes::SUCCESS;
     if let Some(report) = verdict {
         for line in gate::log_lines(report, config.stderr_color) {
@@ -760,7 +758,7 @@ fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
     let mut ingested = ingest::read_inputs(&config.input, &rules.hops)?;
     let prepared = replay::prepare(&ingested, rules);
     let drawn = config.top.min(summary::TIMELINES_DRAWN);
-    let observed = tally::Collected::of(|sink| {
+    let observed = analysis::tally::Collected::of(|sink| {
         partial::analyze_in_place(
             &mut ingested,
             rules,
@@ -779,7 +777,7 @@ fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
             select::find_operation(&ingested, &key.operation_id, key.test_run_id.as_deref()).ok()
         })
         .collect();
-    let replayed = tally::Collected::of(|sink| {
+    let replayed = analysis::tally::Collected::of(|sink| {
         partial::analyze_attempts(
             &ingested,
             &replayed_run.operations,
@@ -846,7 +844,7 @@ fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
 /// One side of `diff`, as read.
 enum DiffSide {
     Logs {
-        analysis: Box<tally::Collected>,
+        analysis: Box<analysis::tally::Collected>,
         summary: Box<summary::Summary>,
     },
     Saved {
@@ -856,7 +854,7 @@ enum DiffSide {
 }
 
 impl DiffSide {
-    fn analysis(&self) -> Option<&tally::Collected> {
+    fn analysis(&self) -> Option<&analysis::tally::Collected> {
         match self {
             DiffSide::Logs { analysis, .. } => Some(analysis),
             DiffSide::Saved { .. } => None,
@@ -908,7 +906,7 @@ fn diff_side(
         })
         .collect();
     let drawn = config.top.min(summary::TIMELINES_DRAWN);
-    let analysis = tally::Collected::of(|sink| {
+    let analysis = analysis::tally::Collected::of(|sink| {
         partial::analyze(
             ingested,
             &config.rules,
@@ -1011,7 +1009,13 @@ fn show(config: ShowConfig) -> Result<i32> {
     };
     let shown = summary::display_operation_key(&ingested.operation_key(op));
     let keep = analysis::Keep::Operations(vec![op]);
-    let analysis = partial::analyze(ingested, &config.rules, &keep, 0, &mut tally::Discard)?;
+    let analysis = partial::analyze(
+        ingested,
+        &config.rules,
+        &keep,
+        0,
+        &mut analysis::tally::Discard,
+    )?;
     let input_code = analysis.diagnostics.report();
     let Some(view) = summary::operation_view(&analysis, &config.rules) else {
         anyhow::bail!(

@@ -8,7 +8,7 @@
 
 use anyhow::{bail, Context, Result};
 
-use crate::tally::{Collected, RowSink};
+use crate::analysis::tally::{Collected, RowSink};
 use crate::gate::condition::{parse_condition, Metric, Origin};
 use crate::gate::{ThresholdResult, Unit};
 use crate::rules::HopOrder;

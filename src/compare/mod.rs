@@ -8,8 +8,8 @@ pub mod saved;
 
 use serde::Serialize;
 
+use crate::analysis::tally::Collected;
 use crate::analysis::FinalOutcome;
-use crate::tally::Collected;
 use crate::classify::Class;
 use crate::model::OperationKey;
 use crate::rules::Rules;

@@ -9,11 +9,11 @@ use serde::Serialize;
 
 use std::cmp::Reverse;
 
+use crate::analysis::tally::{RowSink, Tally};
 use crate::analysis::OperationResult;
-use crate::model::OperationKey;
-use crate::tally::{RowSink, Tally};
 use crate::classify::FindingKind;
 use crate::model::named_enum;
+use crate::model::OperationKey;
 use crate::paint::Tone;
 use crate::rules::HopOrder;
 use crate::summary::{display_operation_key, Summary};

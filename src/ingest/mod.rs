@@ -1383,8 +1383,14 @@ mod tests {
                 .expect("bad input is reported, not an error");
             let ingested = reader.finish().expect("not under --strict");
             let keep = crate::analysis::Keep::Worst(3);
-            crate::partial::analyze(ingested, &rules, &keep, 3, &mut crate::tally::Discard)
-                .expect("the analysis of what was read");
+            crate::partial::analyze(
+                ingested,
+                &rules,
+                &keep,
+                3,
+                &mut crate::analysis::tally::Discard,
+            )
+            .expect("the analysis of what was read");
         });
     }
 }

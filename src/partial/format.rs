@@ -316,8 +316,9 @@ impl SpilledRows {
         Ok(std::io::BufReader::with_capacity(1 << 20, file)
             .lines()
             .map(move |line| {
-                let line = line
-                    .with_context(|| format!("could not read the spill file '{}'", path.display()))?;
+                let line = line.with_context(|| {
+                    format!("could not read the spill file '{}'", path.display())
+                })?;
                 row_of(serde_json::from_str(&line)?, &hops)
             }))
     }

@@ -10,6 +10,7 @@ use std::collections::BinaryHeap;
 use anyhow::{bail, Context, Result};
 
 use super::{format, OpAttempts, Partial, Row, Rows};
+use crate::analysis::tally::{RowSink, Tally};
 use crate::analysis::{
     add_counts, attempts_pass, detect_bursts, worst_first, Analysis, KeptOperation,
     OperationResult, TraceEnd, Worst, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
@@ -20,7 +21,6 @@ use crate::group::build_tree;
 use crate::model::{Millis, OperationKey};
 use crate::rules::Rules;
 use crate::stats::AttemptStats;
-use crate::tally::{RowSink, Tally};
 
 /// Merges partials made under `rules` into the analysis of all their input. Every
 /// operation's final row goes to `sink`, in key order, as it is made: the analysis keeps

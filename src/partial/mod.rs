@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::tally::RowSink;
 use crate::analysis::{
     attempts_partition_pass, partition_pass, Analysis, Keep, PartitionPass, Pending, TraceEnd,
 };
@@ -28,7 +29,6 @@ use crate::ingest::Ingested;
 use crate::model::{Attempt, Millis, OperationKey, Sym};
 use crate::rules::{BurstParams, HopOrder, Rules};
 use crate::stats::AttemptStats;
-use crate::tally::RowSink;
 
 pub use merge::merge;
 

@@ -17,7 +17,7 @@ use serde::{Serialize, Serializer};
 
 use super::layout::{count, counted, funnel_text, gate_section, percent, Section, SectionKind};
 use super::OutputFormat;
-use crate::tally::Collected;
+use crate::analysis::tally::Collected;
 use crate::compare::{loaded_hop, Comparison, Kind};
 use crate::rules::Rules;
 
@@ -448,7 +448,8 @@ fn jsonl(
 ) -> anyhow::Result<Vec<u8>> {
     let [first, _] = c.kind.labels();
     let mut out = Vec::new();
-    for (record, change) in super::rows::records(&after.operations, &rules.hops).zip(&c.operations) {
+    for (record, change) in super::rows::records(&after.operations, &rules.hops).zip(&c.operations)
+    {
         let serde_json::Value::Object(mut row) = serde_json::to_value(&record)? else {
             unreachable!("an operation record is a JSON object");
         };

@@ -105,8 +105,8 @@ pub fn row_format(format: OutputFormat) -> Option<RowFormat> {
 pub fn render_comparison(
     format: OutputFormat,
     comparison: &crate::compare::Comparison,
-    before: Option<&crate::tally::Collected>,
-    after: Option<&crate::tally::Collected>,
+    before: Option<&crate::analysis::tally::Collected>,
+    after: Option<&crate::analysis::tally::Collected>,
     rules: &Rules,
     style: &Style,
 ) -> anyhow::Result<Vec<u8>> {

@@ -16,10 +16,10 @@ use polars::prelude::*;
 
 use crate::escape;
 
+use crate::analysis::tally::RowSink;
 use crate::analysis::OperationResult;
 use crate::rules::HopOrder;
 use crate::summary::OperationRecord;
-use crate::tally::RowSink;
 
 pub fn records<'a>(
     rows: &'a [OperationResult],

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 
-use crate::analysis::{worst_first, Analysis, OperationResult};
+use super::{worst_first, Analysis, OperationResult};
 use crate::classify::{Class, Finding, FindingKind};
 use crate::model::Millis;
 
@@ -186,5 +186,56 @@ impl Collected {
             analysis,
             operations,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::FinalOutcome;
+    use crate::model::OperationKey;
+    use proptest::prelude::*;
+
+    fn op(id: u32, attempts: u32, overlap_ms: Millis) -> OperationResult {
+        OperationResult {
+            key: OperationKey {
+                test_run_id: None,
+                operation_id: format!("op-{id:05}").into(),
+            },
+            class: Class::Healthy,
+            first_multiplying_hop: None,
+            funnel: vec![attempts],
+            findings: Vec::new(),
+            first_start_ms: 0.0,
+            last_finish_ms: None,
+            overlap_ms,
+            final_outcome: FinalOutcome::Success,
+        }
+    }
+
+    proptest! {
+        /// The worst operations kept as rows stream by, trimmed now and then, are the
+        /// first `top` of all rows sorted worst first, whatever their order and ties.
+        #[test]
+        fn the_worst_kept_in_passing_are_the_worst_of_all(
+            shape in prop::collection::vec((1u32..6, 0u8..3), 0..200),
+            top in 0usize..12,
+        ) {
+            let rows: Vec<OperationResult> = shape
+                .iter()
+                .enumerate()
+                .map(|(i, &(attempts, overlap))| op(i as u32, attempts, f64::from(overlap)))
+                .collect();
+            let mut tally = Tally::new(1, top);
+            for row in &rows {
+                tally.add(row);
+            }
+            tally.finish();
+            let mut all = rows.clone();
+            all.sort_by(worst_first);
+            all.truncate(top);
+            prop_assert_eq!(tally.worst(), &all[..]);
+            prop_assert_eq!(tally.operations, rows.len() as u64);
+        }
     }
 }
