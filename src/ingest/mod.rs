@@ -246,12 +246,13 @@ fn read_part(
     let mut reader = spill::PartReader::open(part)?;
     let mut keys = Keys::default();
     let start = into.events.len();
+    if split.is_none() {
+        // The part is read whole: its events at once, not by doubling (and copying).
+        into.events.reserve(usize::try_from(part.events).unwrap_or(0));
+    }
     while let Some(block) = reader.next_block()? {
-        let op = keys.op(into, block.run.as_deref(), &block.id);
-        for e in block.events {
-            let event = e.into_event(op, &mut into.strings);
-            into.events.push(event);
-        }
+        let op = keys.op(into, block.run, block.id);
+        block.push_events(op, &mut into.strings, &mut into.events);
         if let Some((parts, budget)) = split {
             if held_bytes(into, &keys) > *budget / 2 {
                 parts.write(events_of(into, start))?;
