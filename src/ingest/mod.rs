@@ -248,7 +248,8 @@ fn read_part(
     let start = into.events.len();
     if split.is_none() {
         // The part is read whole: its events at once, not by doubling (and copying).
-        into.events.reserve(usize::try_from(part.events).unwrap_or(0));
+        into.events
+            .reserve(usize::try_from(part.events).unwrap_or(0));
     }
     while let Some(block) = reader.next_block()? {
         let op = keys.op(into, block.run, block.id);

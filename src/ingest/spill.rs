@@ -522,7 +522,10 @@ struct Header {
 
 impl Decoder<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], Stop> {
-        let end = self.at.checked_add(n).ok_or(Stop::Damaged("length out of range"))?;
+        let end = self
+            .at
+            .checked_add(n)
+            .ok_or(Stop::Damaged("length out of range"))?;
         let bytes = self.bytes.get(self.at..end).ok_or(Stop::More)?;
         self.at = end;
         Ok(bytes)
@@ -590,7 +593,11 @@ fn decode_block(d: &mut Decoder, events: &mut Vec<SpilledEvent>) -> Result<Heade
     for _ in 0..count {
         events.push(get_event(d)?);
     }
-    Ok(Header { run, id, used: d.at })
+    Ok(Header {
+        run,
+        id,
+        used: d.at,
+    })
 }
 
 fn get_event(d: &mut Decoder) -> Result<SpilledEvent, Stop> {
