@@ -398,6 +398,9 @@ const LINES_PER_BATCH: usize = 1 << 12;
 /// it is a last line cut short.
 type Line<'b> = (u64, &'b [u8], bool);
 
+/// A batch of lines and what parsing each gave.
+type Parsed<'b, T> = (Vec<Line<'b>>, Vec<Result<T, String>>);
+
 /// A line longer than the limit, being skipped as it is read.
 struct LongLine {
     line: u64,
@@ -813,7 +816,7 @@ impl<'c> Reader<'c> {
         let capacity = LINES_PER_BATCH.min(bytes.len() / 16 + 1);
         let mut batch: Vec<Line<'b>> = Vec::with_capacity(capacity);
         // The batch parsed last, waiting for `keep`.
-        let mut parsed: Option<(Vec<Line<'b>>, Vec<Result<T, String>>)> = None;
+        let mut parsed: Option<Parsed<'b, T>> = None;
         let mut line = chunk.first_line;
         let mut start = 0;
         while start < bytes.len() {
