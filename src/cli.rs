@@ -261,6 +261,24 @@ pub struct AnalyzeArgs {
     #[command(flatten)]
     pub rules: RuleArgs,
 
+    /// Keep only the operations of partition K of N (K from 0 to N-1), e.g. 3/8: for N
+    /// workers that each read all the input and take their share. An operation's partition
+    /// is a stable hash of its test run and operation ID (docs/scale.md). Lines read and bad
+    /// lines are reported by partition 0 only, so that they count once in a merge.
+    #[arg(long, value_name = "K/N")]
+    pub partition: Option<crate::model::Partition>,
+
+    #[command(flatten)]
+    pub report: ReportArgs,
+}
+
+/// The report and the gate over it: the flags `analyze`, `replay`, `merge` and `diff` share,
+/// written once so that their help says the same. Where a command reads one differently
+/// (merge's and diff's formats, diff's change conditions), its own struct replaces that
+/// flag's help with `mut_arg`; help given that way keeps no final full stop, like the
+/// help clap takes from a doc comment.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value_t = FormatArg::Table)]
     pub format: FormatArg,
@@ -296,13 +314,6 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
 
-    /// Keep only the operations of partition K of N (K from 0 to N-1), e.g. 3/8: for N
-    /// workers that each read all the input and take their share. An operation's partition
-    /// is a stable hash of its test run and operation ID (docs/scale.md). Lines read and bad
-    /// lines are reported by partition 0 only, so that they count once in a merge.
-    #[arg(long, value_name = "K/N")]
-    pub partition: Option<crate::model::Partition>,
-
     #[command(flatten)]
     pub style: StyleArgs,
 }
@@ -335,6 +346,7 @@ pub struct MemoryArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("format", |a| a.help(MERGE_FORMAT_HELP)))]
 pub struct MergeArgs {
     /// Partials written by `attempt-funnel analyze --format partial`, plain or compressed
     /// with gzip or zstd (detected from the content). A directory means every file under it
@@ -344,47 +356,18 @@ pub struct MergeArgs {
     #[arg(value_name = "PARTIAL")]
     pub files: Vec<PathBuf>,
 
-    /// Output format (every format of `analyze` but 'partial').
-    #[arg(long, short = 'f', value_enum, default_value_t = FormatArg::Table)]
-    pub format: FormatArg,
-
-    /// Write the report to FILE instead of standard output ('-' is standard output).
-    /// Required by '--format parquet'.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
-    /// Fail (exit 1) when this condition holds, as for `analyze`. Repeatable; replaces a
-    /// policy condition on the same metric. See docs/ci.md for the grammar.
-    #[arg(long, value_name = "CONDITION")]
-    pub fail_on: Vec<String>,
-
     /// Policy file (TOML): its failure conditions apply here. Its rule settings (hops,
     /// budgets, deadlines, overlap and queue hops, burst parameters) must be those the
     /// partials were made with, or the merge stops and names the one that differs.
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
 
-    /// Report breached thresholds but exit 0, to roll a gate out before enforcing it.
-    #[arg(long)]
-    pub report_only: bool,
-
-    /// Let the gate pass over partials without a single valid attempt. Without it, failure
-    /// conditions over zero operations exit 2 ("no attempts read").
-    #[arg(long)]
-    pub allow_empty: bool,
-
-    /// Write the gate's thresholds as JUnit XML to FILE. '-' is standard output, when the
-    /// report goes to --output FILE.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-
-    /// How many of the worst operations the summary lists with their funnels.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub top: usize,
-
     #[command(flatten)]
-    pub style: StyleArgs,
+    pub report: ReportArgs,
 }
+
+/// `merge --format`: a merge writes the report, never another partial.
+const MERGE_FORMAT_HELP: &str = "Output format (every format of `analyze` but 'partial')";
 
 #[derive(Debug, Args)]
 // A replay's retry budgets span operations: it is not split into partitions.
@@ -406,6 +389,12 @@ pub struct ReplayArgs {
 }
 
 #[derive(Debug, Args)]
+// Two runs, not one: the per-operation formats need both runs' operations, and --fail-on
+// also takes conditions on the change between them.
+#[command(
+    mut_arg("format", |a| a.help(DIFF_FORMAT_HELP)),
+    mut_arg("fail_on", |a| a.help(DIFF_FAIL_ON_HELP))
+)]
 pub struct DiffArgs {
     /// The first run (the baseline): attempt logs — a file, a directory or a quoted glob
     /// pattern — or a summary saved with `attempt-funnel analyze --format json`.
@@ -422,43 +411,15 @@ pub struct DiffArgs {
     #[command(flatten)]
     pub rules: RuleArgs,
 
-    /// Output format. The per-operation formats (jsonl, csv, parquet) need attempt logs on
-    /// both sides.
-    #[arg(long, short = 'f', value_enum, default_value_t = FormatArg::Table)]
-    pub format: FormatArg,
-
-    /// Write the report to FILE instead of standard output ('-' is standard output).
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
-
-    /// Fail (exit 1) when this condition holds. A change condition compares the runs:
-    /// 'METRIC increased OP LIMIT' or 'METRIC decreased OP LIMIT', with LIMIT a change in
-    /// the metric's unit or, with '%', relative to BEFORE: 'nested-retry increased > 0',
-    /// 'amplification@dependency increased > 10%'. A plain condition ('overlap > 1%')
-    /// judges AFTER. Repeatable. See docs/ci.md.
-    #[arg(long, value_name = "CONDITION")]
-    pub fail_on: Vec<String>,
-
-    /// Report breached thresholds but exit 0.
-    #[arg(long)]
-    pub report_only: bool,
-
-    /// Let the gate pass when a side holds no valid attempt. Without it, failure
-    /// conditions over zero operations exit 2 ("no attempts read").
-    #[arg(long)]
-    pub allow_empty: bool,
-
-    /// Write the gate's thresholds as JUnit XML to FILE (one test case per threshold).
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-
-    /// How many of the worst operations each run's summary lists.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub top: usize,
-
     #[command(flatten)]
-    pub style: StyleArgs,
+    pub report: ReportArgs,
 }
+
+/// `diff --format`: which formats a saved summary can feed.
+const DIFF_FORMAT_HELP: &str = "Output format. The per-operation formats (jsonl, csv, parquet) need attempt logs on both sides";
+
+/// `diff --fail-on`: change conditions besides the plain ones.
+const DIFF_FAIL_ON_HELP: &str = "Fail (exit 1) when this condition holds. A change condition compares the runs: 'METRIC increased OP LIMIT' or 'METRIC decreased OP LIMIT', with LIMIT a change in the metric's unit or, with '%', relative to BEFORE: 'nested-retry increased > 0', 'amplification@dependency increased > 10%'. A plain condition ('overlap > 1%') judges AFTER. Repeatable. See docs/ci.md";
 
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
@@ -583,6 +544,24 @@ mod tests {
     #[test]
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
+    }
+
+    /// The report flags are written once; `merge` and `diff` replace the help of only the
+    /// flags they read differently, and the replacement stays theirs.
+    #[test]
+    fn merge_and_diff_say_where_their_report_flags_differ() {
+        let cli = Cli::command();
+        let help = |command: &str, id: &str| -> String {
+            let command = cli.find_subcommand(command).expect(command);
+            let arg = command.get_arguments().find(|a| a.get_id() == id);
+            arg.and_then(|a| a.get_help()).expect(id).to_string()
+        };
+        assert!(help("diff", "fail_on").contains("'METRIC increased OP LIMIT'"));
+        assert!(!help("analyze", "fail_on").contains("increased"));
+        assert!(help("merge", "format").contains("but 'partial'"));
+        assert!(help("diff", "format").contains("attempt logs on both sides"));
+        assert_eq!(help("analyze", "format"), "Output format");
+        assert_eq!(help("replay", "fail_on"), help("merge", "fail_on"));
     }
 }
 

@@ -100,7 +100,7 @@ fn run(cli: Cli) -> Result<i32> {
                 temp_dir: args.memory.temp_dir,
             };
             if args.memory.memory_limit.is_some()
-                && matches!(args.analyze.format, FormatArg::Partial)
+                && matches!(args.analyze.report.format, FormatArg::Partial)
             {
                 anyhow::bail!(
                     "--format partial holds its partition's events in memory and does not take --memory-limit: make each partition smaller with --partition K/N"
@@ -335,8 +335,8 @@ fn write_partial(config: AnalyzeConfig) -> Result<i32> {
 /// `analyze` run over all their input.
 fn merge(args: cli::MergeArgs) -> Result<i32> {
     let (junit, report_only) = (
-        args.junit.clone().map(OutputTarget::from_flag),
-        args.report_only,
+        args.report.junit.clone().map(OutputTarget::from_flag),
+        args.report.report_only,
     );
     junit_on_error(junit, report_only, merge_run(args))
 }
@@ -360,17 +360,10 @@ fn merge_run(args: cli::MergeArgs) -> Result<i32> {
 fn merge_config(args: cli::MergeArgs) -> Result<(AnalyzeConfig, Vec<partial::Partial>)> {
     let cli::MergeArgs {
         files,
-        format,
-        output,
-        fail_on,
         policy: policy_path,
-        report_only,
-        allow_empty,
-        junit,
-        top,
-        style: style_args,
+        report,
     } = args;
-    if matches!(format, FormatArg::Partial) {
+    if matches!(report.format, FormatArg::Partial) {
         anyhow::bail!(OutputFormat::Partial.refusal().unwrap_or_default());
     }
     let paths = input_paths(files);
@@ -395,14 +388,7 @@ fn merge_config(args: cli::MergeArgs) -> Result<(AnalyzeConfig, Vec<partial::Par
         },
         rules: cli::RuleArgs::default(),
         partition: None,
-        format,
-        output,
-        fail_on,
-        report_only,
-        allow_empty,
-        junit,
-        top,
-        style: style_args,
+        report,
     };
     let mut config = analyze_config_with(analyze_args, &policy, policy_path.as_deref(), rules)?;
     config.input.paths = paths;
@@ -657,9 +643,10 @@ fn hops_for(args: &AnalyzeArgs) -> Result<HopOrder> {
 /// `replay`: the observed run and the same run replayed under the candidate, through the
 /// same analysis; the comparison report; the gate on the replayed run.
 fn replay(args: cli::ReplayArgs) -> Result<i32> {
+    let report = &args.analyze.report;
     let (junit, report_only) = (
-        args.analyze.junit.clone().map(OutputTarget::from_flag),
-        args.analyze.report_only,
+        report.junit.clone().map(OutputTarget::from_flag),
+        report.report_only,
     );
     junit_on_error(junit, report_only, replay_run(args))
 }
@@ -671,7 +658,7 @@ fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
         );
     }
     let hops = hops_for(&args.analyze)?;
-    let changes = change_conditions(&mut args.analyze.fail_on, &hops)?;
+    let changes = change_conditions(&mut args.analyze.report.fail_on, &hops)?;
     let (candidate_path, seed) = (args.candidate.clone(), args.seed);
     let config = analyze_config(args.analyze)?;
     if let Some(why) = config.format.refusal() {
@@ -835,8 +822,8 @@ fn diff_side(
 /// with change conditions.
 fn diff(args: cli::DiffArgs) -> Result<i32> {
     let (junit, report_only) = (
-        args.junit.clone().map(OutputTarget::from_flag),
-        args.report_only,
+        args.report.junit.clone().map(OutputTarget::from_flag),
+        args.report.report_only,
     );
     junit_on_error(junit, report_only, diff_run(args))
 }
@@ -848,18 +835,11 @@ fn diff_run(args: cli::DiffArgs) -> Result<i32> {
             options: args.input,
         },
         rules: args.rules,
-        format: args.format,
-        output: args.output,
-        fail_on: args.fail_on,
-        report_only: args.report_only,
-        allow_empty: args.allow_empty,
-        junit: args.junit,
-        top: args.top,
         partition: None,
-        style: args.style,
+        report: args.report,
     };
     let hops = hops_for(&analyze_args)?;
-    let changes = change_conditions(&mut analyze_args.fail_on, &hops)?;
+    let changes = change_conditions(&mut analyze_args.report.fail_on, &hops)?;
     let config = analyze_config(analyze_args)?;
     if let Some(why) = config.format.refusal() {
         anyhow::bail!(why);
@@ -1247,6 +1227,12 @@ fn analyze_config_with(
     policy_path: Option<&Path>,
     rules: Rules,
 ) -> Result<AnalyzeConfig> {
+    let AnalyzeArgs {
+        input,
+        partition,
+        report,
+        ..
+    } = args;
     let parse_all = |texts: &[String], origin| -> Result<Vec<Condition>> {
         texts
             .iter()
@@ -1257,25 +1243,25 @@ fn analyze_config_with(
         let path = policy_path.unwrap_or(Path::new("-"));
         format!("invalid policy '{}': fail_on", path.display())
     })?;
-    let from_flags = parse_all(&args.fail_on, Origin::Flag).context("in --fail-on")?;
-    if matches!(args.format, FormatArg::Parquet) {
-        check_parquet_output(args.output.as_deref())?;
+    let from_flags = parse_all(&report.fail_on, Origin::Flag).context("in --fail-on")?;
+    if matches!(report.format, FormatArg::Parquet) {
+        check_parquet_output(report.output.as_deref())?;
     }
-    let output = OutputTarget::stdout_unless(args.output);
-    let junit = args.junit.map(OutputTarget::from_flag);
+    let output = OutputTarget::stdout_unless(report.output);
+    let junit = report.junit.map(OutputTarget::from_flag);
     if output == OutputTarget::Stdout && junit == Some(OutputTarget::Stdout) {
         anyhow::bail!(
             "--junit - and the report would both go to standard output: give the report --output FILE, e.g. --junit - --output report.txt"
         );
     }
-    let style = style(&args.style, &output);
-    let mut input = input_config(args.input, &rules, policy)?;
-    input.partition = args.partition;
+    let style = style(&report.style, &output);
+    let mut input = input_config(input, &rules, policy)?;
+    input.partition = partition;
     Ok(AnalyzeConfig {
-        stderr_color: color_for(args.style.color, std::io::stderr().is_terminal()),
+        stderr_color: color_for(report.style.color, std::io::stderr().is_terminal()),
         style,
         input,
-        format: match args.format {
+        format: match report.format {
             FormatArg::Table => OutputFormat::Table,
             FormatArg::Json => OutputFormat::Json,
             FormatArg::Jsonl => OutputFormat::Jsonl,
@@ -1286,11 +1272,11 @@ fn analyze_config_with(
             FormatArg::Partial => OutputFormat::Partial,
         },
         output,
-        top: args.top,
+        top: report.top,
         gate: GateConfig {
             conditions: gate::condition::merge(from_policy, from_flags),
-            report_only: args.report_only,
-            allow_empty: args.allow_empty,
+            report_only: report.report_only,
+            allow_empty: report.allow_empty,
             junit,
         },
         rules,
@@ -1309,16 +1295,18 @@ fn show_config(mut args: ShowArgs) -> Result<ShowConfig> {
     };
     let resolved = analyze_config(AnalyzeArgs {
         input: args.input,
-        format: FormatArg::Table,
-        output: None,
         rules: args.rules,
-        fail_on: Vec::new(),
-        report_only: false,
-        allow_empty: false,
-        junit: None,
-        top: 0,
         partition: None,
-        style: args.style,
+        report: cli::ReportArgs {
+            format: FormatArg::Table,
+            output: None,
+            fail_on: Vec::new(),
+            report_only: false,
+            allow_empty: false,
+            junit: None,
+            top: 0,
+            style: args.style,
+        },
     })?;
     Ok(ShowConfig {
         input: resolved.input,

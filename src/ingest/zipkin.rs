@@ -278,23 +278,6 @@ mod tests {
     /// panic.
     #[test]
     fn fuzz_zipkin() {
-        let hops = crate::rules::HopOrder::default();
-        let mapping =
-            crate::ingest::spans::mapping::SpanMapping::new(&hops, vec![false; hops.len()]);
-        crate::fuzz::run("zipkin", |bytes| {
-            for line in String::from_utf8_lossy(bytes).lines() {
-                for unterminated in [false, true] {
-                    let Ok(spans) = parse(line, unterminated) else {
-                        continue;
-                    };
-                    for span in spans.into_iter().flatten() {
-                        let source = crate::model::SourceRef { file: 0, line: 1 };
-                        let _ = crate::ingest::spans::resolve::map_span(
-                            span, 1, source, &mapping, &hops,
-                        );
-                    }
-                }
-            }
-        });
+        crate::ingest::spans::test_support::fuzz_span_lines("zipkin", parse);
     }
 }

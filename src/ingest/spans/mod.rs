@@ -254,6 +254,27 @@ pub(super) mod test_support {
     pub fn mapping() -> SpanMapping {
         SpanMapping::new(&HopOrder::default(), vec![false, false, true, false])
     }
+
+    /// The fuzz target of a span format (see `crate::fuzz`): no line makes its reader
+    /// (`parse`, each line read both as complete and as the unterminated last line) or the
+    /// mapping of the spans it reads panic. OTLP and Zipkin differ only in the reader.
+    pub fn fuzz_span_lines(target: &str, parse: fn(&str, bool) -> Result<SpanResults, String>) {
+        let hops = HopOrder::default();
+        let mapping = SpanMapping::new(&hops, vec![false; hops.len()]);
+        crate::fuzz::run(target, |bytes| {
+            for line in String::from_utf8_lossy(bytes).lines() {
+                for unterminated in [false, true] {
+                    let Ok(spans) = parse(line, unterminated) else {
+                        continue;
+                    };
+                    for span in spans.into_iter().flatten() {
+                        let source = crate::model::SourceRef { file: 0, line: 1 };
+                        let _ = resolve::map_span(span, 1, source, &mapping, &hops);
+                    }
+                }
+            }
+        });
+    }
 }
 
 #[cfg(test)]
