@@ -286,6 +286,19 @@ impl TimeHistogram {
         let Some((other_lo, other_hi)) = other.span else {
             return;
         };
+        // The cheap cases first: a rebuild lays out and zeroes a whole window (up to
+        // FINE_BUCKETS_MAX buckets per series), and most merges need none.
+        if self.span.is_none() && self.exp <= other.exp && self.series == other.series {
+            *self = other.clone();
+            return;
+        }
+        if self.exp == other.exp && self.span.is_some() {
+            let end = self.base + self.buckets_in_window();
+            if other_lo >= self.base && other_hi < end {
+                self.add_buckets(other, 1);
+                return;
+            }
+        }
         let exp = self.exp.max(other.exp);
         let to_self = pow10(exp - self.exp);
         let to_other = pow10(exp - other.exp);
@@ -295,7 +308,15 @@ impl TimeHistogram {
             hi = hi.max(h.div_euclid(to_self));
         }
         self.rebuild(exp, lo, hi);
-        let factor = pow10(self.exp - other.exp);
+        self.add_buckets(other, pow10(self.exp - other.exp));
+    }
+
+    /// Adds `other`'s counts, its buckets `factor` times finer than this one's, into a
+    /// window that holds them all.
+    fn add_buckets(&mut self, other: &TimeHistogram, factor: i64) {
+        let Some((other_lo, other_hi)) = other.span else {
+            return;
+        };
         for old in other_lo..=other_hi {
             let from = (old - other.base) as usize * other.series;
             let b = old.div_euclid(factor);

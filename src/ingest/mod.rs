@@ -253,12 +253,14 @@ fn read_part(
     let mut reader = spill::PartReader::open(part)?;
     let mut keys = Keys::default();
     let start = into.events.len();
+    if split.is_none() {
+        // The part is read whole: its events at once, not by doubling (and copying).
+        into.events
+            .reserve(usize::try_from(part.events).unwrap_or(0));
+    }
     while let Some(block) = reader.next_block()? {
-        let op = keys.op(into, block.run.as_deref(), &block.id);
-        for e in block.events {
-            let event = e.into_event(op, &mut into.strings);
-            into.events.push(event);
-        }
+        let op = keys.op(into, block.run, block.id);
+        block.push_events(op, &mut into.strings, &mut into.events);
         if let Some((parts, budget)) = split {
             if held_bytes(into, &keys) > *budget / 2 {
                 parts.write(events_of(into, start))?;
@@ -395,8 +397,16 @@ pub fn max_line_bytes(config: &InputConfig, format: Option<InputFormat>) -> u64 
 const BOM: &[u8] = b"\xef\xbb\xbf";
 
 /// Non-blank lines parsed at a time (in parallel): enough to keep the cores busy, few
-/// enough that their parsed form stays a few megabytes whatever the lines hold.
-const LINES_PER_BATCH: usize = 1 << 14;
+/// enough that their parsed form stays a few megabytes whatever the lines hold, and that
+/// a chunk has several batches (the last one of a chunk is kept with no parsing beside).
+const LINES_PER_BATCH: usize = 1 << 12;
+
+/// A line to parse: its number, its bytes without the newline and a final CR, and whether
+/// it is a last line cut short.
+type Line<'b> = (u64, &'b [u8], bool);
+
+/// A batch of lines and what parsing each gave.
+type Parsed<'b, T> = (Vec<Line<'b>>, Vec<Result<T, String>>);
 
 /// A line longer than the limit, being skipped as it is read.
 struct LongLine {
@@ -420,6 +430,16 @@ fn too_long(bytes: u64, limit: u64) -> String {
 pub(super) struct File<'n> {
     pub index: u32,
     pub name: &'n str,
+}
+
+impl File<'_> {
+    /// Line `line` of this input, as an event's source.
+    fn line(self, line: u64) -> SourceRef {
+        SourceRef {
+            file: self.index,
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+        }
+    }
 }
 
 /// The context every reader (lines of every format, Parquet rows) shares: the settings,
@@ -772,23 +792,38 @@ impl<'c> Reader<'c> {
     /// problems; each is recorded as a bad line. A line over the chunk's limit is a bad
     /// line. Blank lines cost a scan, nothing more. Returns the number of the chunk's next
     /// line.
+    ///
+    /// `keep` runs on one thread, in line order; while it takes one batch, the next one is
+    /// parsed on the other cores, so that neither waits for the other.
     fn chunk_lines<'b, T: Send>(
         &mut self,
         file: File,
         chunk: &Chunk<'b>,
         not_utf8: &str,
         parse: impl Fn(&'b str, SourceRef, bool) -> Result<T, String> + Sync,
-        mut keep: impl FnMut(&mut Self, SourceRef, T) -> Vec<String>,
+        mut keep: impl FnMut(&mut Self, SourceRef, T) -> Vec<String> + Send,
     ) -> Result<u64> {
         let bytes = chunk.bytes;
         let truncated_tail = chunk.at_eof && bytes.last() != Some(&b'\n');
-        let source = |line: u64| SourceRef {
-            file: file.index,
-            line: u32::try_from(line).unwrap_or(u32::MAX),
+        let source = |line: u64| file.line(line);
+        let parse_batch = |batch: &[Line<'b>]| -> Vec<Result<T, String>> {
+            batch
+                .par_iter()
+                .map(|&(n, raw, unterminated)| {
+                    if raw.len() as u64 > chunk.max_line_bytes {
+                        return Err(too_long(raw.len() as u64, chunk.max_line_bytes));
+                    }
+                    let Ok(text) = std::str::from_utf8(raw) else {
+                        return Err(not_utf8.to_string());
+                    };
+                    parse(text, source(n), unterminated)
+                })
+                .collect()
         };
-        // (line number, bytes without the newline and a final CR, last line cut short)
-        let mut batch: Vec<(u64, &'b [u8], bool)> =
-            Vec::with_capacity(LINES_PER_BATCH.min(bytes.len() / 16 + 1));
+        let capacity = LINES_PER_BATCH.min(bytes.len() / 16 + 1);
+        let mut batch: Vec<Line<'b>> = Vec::with_capacity(capacity);
+        // The batch parsed last, waiting for `keep`.
+        let mut parsed: Option<Parsed<'b, T>> = None;
         let mut line = chunk.first_line;
         let mut start = 0;
         while start < bytes.len() {
@@ -803,33 +838,47 @@ impl<'c> Reader<'c> {
             line += 1;
             start = next;
             if batch.len() == LINES_PER_BATCH || (start >= bytes.len() && !batch.is_empty()) {
-                let parsed: Vec<Result<T, String>> = batch
-                    .par_iter()
-                    .map(|&(n, raw, unterminated)| {
-                        if raw.len() as u64 > chunk.max_line_bytes {
-                            return Err(too_long(raw.len() as u64, chunk.max_line_bytes));
-                        }
-                        let Ok(text) = std::str::from_utf8(raw) else {
-                            return Err(not_utf8.to_string());
-                        };
-                        parse(text, source(n), unterminated)
-                    })
-                    .collect();
-                for (&(n, _, _), result) in batch.iter().zip(parsed) {
-                    self.out.lines_read += 1;
-                    let problems = match result {
-                        Ok(value) => keep(self, source(n), value),
-                        Err(message) => vec![message],
-                    };
-                    for message in problems {
-                        self.bad_line(file, n, message)?;
+                let results = match parsed.take() {
+                    None => parse_batch(&batch),
+                    Some((lines, results)) => {
+                        let (kept, next) = rayon::join(
+                            || self.keep_batch(file, &lines, results, &mut keep),
+                            || parse_batch(&batch),
+                        );
+                        kept?;
+                        next
                     }
-                }
-                batch.clear();
-                self.after_batch()?;
+                };
+                let lines = std::mem::replace(&mut batch, Vec::with_capacity(capacity));
+                parsed = Some((lines, results));
             }
         }
+        if let Some((lines, results)) = parsed {
+            self.keep_batch(file, &lines, results, &mut keep)?;
+        }
         Ok(line)
+    }
+
+    /// Hands a parsed batch to `keep`, line by line ([`Reader::chunk_lines`]), then spills
+    /// if the events held exceed the budget.
+    fn keep_batch<T>(
+        &mut self,
+        file: File,
+        lines: &[Line<'_>],
+        results: Vec<Result<T, String>>,
+        keep: &mut impl FnMut(&mut Self, SourceRef, T) -> Vec<String>,
+    ) -> Result<()> {
+        for (&(n, _, _), result) in lines.iter().zip(results) {
+            self.out.lines_read += 1;
+            let problems = match result {
+                Ok(value) => keep(self, file.line(n), value),
+                Err(message) => vec![message],
+            };
+            for message in problems {
+                self.bad_line(file, n, message)?;
+            }
+        }
+        self.after_batch()
     }
 
     /// JSON Lines or logfmt: one event per line.
