@@ -615,20 +615,10 @@ fn worst_of(pending: &[(u32, Pending)], n: usize, ingested: &Ingested) -> Vec<u3
     all.into_iter().map(|p| p.0).collect()
 }
 
-/// The bursts over every retry start, at each hop.
-pub fn detect_bursts(retries: Vec<(u16, RetryPoint)>, rules: &Rules) -> Vec<Burst> {
-    let mut per_hop: Vec<Vec<RetryPoint>> = vec![Vec::new(); rules.hops.len()];
-    for (hop, point) in retries {
-        per_hop[hop as usize].push(point);
-    }
-    per_hop
-        .into_par_iter()
-        .enumerate()
-        .flat_map_iter(|(hop, mut points)| {
-            // Which retries a window holds depends on start times alone, so the tie-break
-            // by operation index cannot change a result.
-            points.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms).then(a.op.cmp(&b.op)));
-            find_bursts(hop as u16, &points, rules.burst)
-        })
-        .collect()
+/// The bursts at one hop, from all its retry starts (in any order).
+pub fn hop_bursts(hop: u16, mut points: Vec<RetryPoint>, rules: &Rules) -> Vec<Burst> {
+    // Which retries a window holds depends on start times alone, so the tie-break by
+    // operation index cannot change a result.
+    points.par_sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms).then(a.op.cmp(&b.op)));
+    find_bursts(hop, &points, rules.burst)
 }

@@ -305,9 +305,10 @@ fn analyze_partitions(
         // Each partition knows the trace end of all the input: nothing is deferred.
         let mut partial = partial::build(&mut part, rules, keep, true)?;
         drop(part);
-        // Its rows wait on disk for the merge: no partition's rows stay in memory.
+        // Its rows and retry starts wait on disk for the merge: no partition's rows stay
+        // in memory, and the merge reads the retry starts one hop at a time.
         if let Some(dir) = dir {
-            partial.spill_rows(&dir.join(format!("rows-{}", partials.len())))?;
+            partial.spill(dir, &format!("partition-{}", partials.len()))?;
         }
         partials.push(partial);
         release_free_memory();

@@ -15,7 +15,7 @@ use std::io::{BufRead, Write};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{InputPart, Kept, OpAttempts, Partial, Row, Rows, RulesFingerprint};
+use super::{InputPart, Kept, OpAttempts, Partial, Retries, Row, Rows, RulesFingerprint};
 use crate::analysis::{FinalOutcome, Pending, TraceEnd};
 use crate::burst::RetryPoint;
 use crate::classify::{Class, Finding, FindingLabel};
@@ -324,6 +324,80 @@ impl SpilledRows {
     }
 }
 
+/// A partition's retry starts set aside by a spilled run: one file per hop, each point
+/// as its start, its row position and its delay (absent or not), in binary, so that the
+/// merge holds the retry starts of one hop at a time.
+#[derive(Debug, Clone)]
+pub struct SpilledRetries {
+    /// Per hop: the file and how many points it holds.
+    hops: Vec<(std::path::PathBuf, u64)>,
+}
+
+/// Bytes of a spilled retry start: start (f64), row (u32), delay present (u8), delay (f64).
+const RETRY_BYTES: usize = 8 + 4 + 1 + 8;
+
+impl SpilledRetries {
+    /// Writes `points` to one new file per hop, named after `stem`.
+    pub fn write(
+        points: &[(u16, RetryPoint)],
+        hops: usize,
+        stem: &std::path::Path,
+    ) -> Result<SpilledRetries> {
+        let mut files = Vec::with_capacity(hops);
+        for hop in 0..hops {
+            let path = stem.with_extension(hop.to_string());
+            let file = std::fs::File::create(&path)
+                .with_context(|| format!("could not create the spill file '{}'", path.display()))?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            let mut count = 0;
+            for (_, p) in points.iter().filter(|(h, _)| usize::from(*h) == hop) {
+                let mut record = [0u8; RETRY_BYTES];
+                record[..8].copy_from_slice(&p.start_ms.to_le_bytes());
+                record[8..12].copy_from_slice(&p.op.to_le_bytes());
+                if let Some(delay) = p.delay_ms {
+                    record[12] = 1;
+                    record[13..].copy_from_slice(&delay.to_le_bytes());
+                }
+                out.write_all(&record)?;
+                count += 1;
+            }
+            out.flush()
+                .with_context(|| format!("could not write the spill file '{}'", path.display()))?;
+            files.push((path, count));
+        }
+        Ok(SpilledRetries { hops: files })
+    }
+
+    pub fn len(&self) -> usize {
+        self.hops.iter().map(|(_, n)| *n as usize).sum()
+    }
+
+    /// The retry starts at `hop`, in the order written.
+    pub fn read(&self, hop: u16) -> Result<Vec<RetryPoint>> {
+        let Some((path, count)) = self.hops.get(usize::from(hop)) else {
+            return Ok(Vec::new());
+        };
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("could not read the spill file '{}'", path.display()))?;
+        if bytes.len() as u64 != count * RETRY_BYTES as u64 {
+            bail!(
+                "the spill file '{}' changed while it was used",
+                path.display()
+            );
+        }
+        let f64_at =
+            |r: &[u8], at: usize| f64::from_le_bytes(r[at..at + 8].try_into().expect("8 bytes"));
+        Ok(bytes
+            .chunks_exact(RETRY_BYTES)
+            .map(|r| RetryPoint {
+                start_ms: f64_at(r, 0),
+                op: u32::from_le_bytes(r[8..12].try_into().expect("4 bytes")),
+                delay_ms: (r[12] == 1).then(|| f64_at(r, 13)),
+            })
+            .collect())
+    }
+}
+
 /// Writes `partial` in the partial format.
 pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
     let mut line = |l: &Line| -> Result<()> {
@@ -356,8 +430,10 @@ pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
         line(&Line::Deferred(wire_operation(d)))?;
     }
     line(&Line::Stats(Box::new(partial.stats.clone())))?;
-    for (hop, r) in &partial.retries {
-        line(&Line::Retry(WireRetry(*hop, r.start_ms, r.op, r.delay_ms)))?;
+    for hop in 0..hops.len() as u16 {
+        for r in partial.retries.at_hop(hop)? {
+            line(&Line::Retry(WireRetry(hop, r.start_ms, r.op, r.delay_ms)))?;
+        }
     }
     let rows: Box<dyn Iterator<Item = Result<Row>>> = match &partial.rows {
         Rows::Memory(rows) => Box::new(rows.iter().cloned().map(Ok)),
@@ -433,6 +509,8 @@ struct Reading {
     kept_rows: std::collections::HashMap<u32, Row>,
     /// The rows, unless they are left in the file (`place`).
     rows: Vec<Row>,
+    /// (hop, retry start), until the end line checks them.
+    retries: Vec<(u16, RetryPoint)>,
     last_key: Option<OperationKey>,
     /// The file and which partial of it this is, when its rows are left there.
     place: Option<(Input, usize)>,
@@ -583,7 +661,7 @@ impl Reading {
                 },
                 input: header.input,
                 rows: Rows::Memory(Vec::new()),
-                retries: Vec::new(),
+                retries: Retries::Memory(Vec::new()),
                 stats: AttemptStats::new(hops.len()),
                 kept: Vec::new(),
                 deferred: Vec::new(),
@@ -593,6 +671,7 @@ impl Reading {
             kept: Vec::new(),
             kept_rows: std::collections::HashMap::new(),
             rows: Vec::new(),
+            retries: Vec::new(),
             last_key: None,
             place,
         })
@@ -646,7 +725,7 @@ impl Reading {
             Line::Retry(WireRetry(hop, start_ms, row, delay_ms)) => {
                 self.counts.retries += 1;
                 let hop = self.hop(hop)?;
-                self.partial.retries.push((
+                self.retries.push((
                     hop,
                     RetryPoint {
                         start_ms,
@@ -742,9 +821,10 @@ impl Reading {
             bail!("the partial's end line counts {counts:?} but {:?} were read: the partial was cut or edited; make it again", self.counts);
         }
         let rows = counts.rows as u32;
-        if self.partial.retries.iter().any(|(_, r)| r.op >= rows) {
+        if self.retries.iter().any(|(_, r)| r.op >= rows) {
             bail!("a retry start points past the partial's rows");
         }
+        self.partial.retries = Retries::Memory(std::mem::take(&mut self.retries));
         for (row, worst, asked, attempts) in std::mem::take(&mut self.kept) {
             let kept_row = self
                 .kept_rows

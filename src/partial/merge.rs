@@ -9,12 +9,13 @@ use std::collections::BinaryHeap;
 
 use anyhow::{bail, Context, Result};
 
-use super::{format, OpAttempts, Partial, Row, Rows};
+use super::{format, OpAttempts, Partial, Retries, Row, Rows};
 use crate::analysis::tally::{RowSink, Tally};
 use crate::analysis::{
-    add_counts, attempts_pass, detect_bursts, worst_first, Analysis, KeptOperation,
-    OperationResult, TraceEnd, Worst, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
+    add_counts, attempts_pass, hop_bursts, worst_first, Analysis, KeptOperation, OperationResult,
+    TraceEnd, Worst, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
 };
+use crate::burst::RetryPoint;
 use crate::classify::operation_facts;
 use crate::diagnostics::{BadInputPolicy, Diagnostics, InputIssue};
 use crate::group::build_tree;
@@ -73,18 +74,26 @@ pub fn merge(
     drop(deferred_ops);
     late.pending.sort_by_key(|(id, _)| *id);
 
-    let mut retries = std::mem::take(&mut late.retries);
-    for (p, &offset) in parts.iter_mut().zip(&offsets) {
-        retries.extend(
-            std::mem::take(&mut p.retries)
-                .into_iter()
-                .map(|(hop, mut point)| {
-                    point.op += offset;
-                    (hop, point)
-                }),
-        );
+    // One hop at a time: a spilled run holds the retry starts of one hop, never all.
+    let mut bursts = Vec::new();
+    for hop in 0..rules.hops.len() as u16 {
+        let mut points: Vec<RetryPoint> = late
+            .retries
+            .iter()
+            .filter(|(h, _)| *h == hop)
+            .map(|(_, p)| *p)
+            .collect();
+        for (p, &offset) in parts.iter().zip(&offsets) {
+            points.extend(p.retries.at_hop(hop)?.into_iter().map(|mut point| {
+                point.op += offset;
+                point
+            }));
+        }
+        bursts.extend(hop_bursts(hop, points, rules));
     }
-    let bursts = detect_bursts(retries, rules);
+    for p in &mut parts {
+        p.retries = Retries::Memory(Vec::new());
+    }
     crate::profile::note("bursts");
     // (row index, hop, burst) of every retry in a burst, sorted by row index.
     let mut membership: Vec<(u32, u16, u32)> = bursts

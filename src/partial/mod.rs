@@ -44,7 +44,7 @@ pub struct Partial {
     /// Sorted by operation key. A row's position is its index in `retries` and `kept`.
     pub rows: Rows,
     /// Every retry start, with its row's position in `op`.
-    pub retries: Vec<(u16, RetryPoint)>,
+    pub retries: Retries,
     /// The attempt statistics of the analysed operations (not of the deferred ones).
     pub stats: AttemptStats,
     /// This partition's worst operations (worst first), then those asked for, with their
@@ -75,12 +75,50 @@ impl Rows {
     }
 }
 
+/// A partial's retry starts: in memory, or set aside by a spilled run in one file per
+/// hop, which the merge reads one hop at a time.
+#[derive(Debug, Clone)]
+pub enum Retries {
+    /// (hop, retry start).
+    Memory(Vec<(u16, RetryPoint)>),
+    Spilled(format::SpilledRetries),
+}
+
+impl Retries {
+    pub fn len(&self) -> usize {
+        match self {
+            Retries::Memory(points) => points.len(),
+            Retries::Spilled(spilled) => spilled.len(),
+        }
+    }
+
+    /// The retry starts at `hop`, in no particular order.
+    pub fn at_hop(&self, hop: u16) -> Result<Vec<RetryPoint>> {
+        match self {
+            Retries::Memory(points) => Ok(points
+                .iter()
+                .filter(|(h, _)| *h == hop)
+                .map(|(_, p)| *p)
+                .collect()),
+            Retries::Spilled(spilled) => spilled.read(hop),
+        }
+    }
+}
+
 impl Partial {
-    /// Moves the rows held in memory to a new file `path`, for the merge to read back.
-    pub fn spill_rows(&mut self, path: &std::path::Path) -> Result<()> {
+    /// Moves the rows and retry starts held in memory to new files in `dir`, named after
+    /// `name`, for the merge to read back: a spilled run holds no partition's rows and
+    /// only one hop's retry starts at a time.
+    pub fn spill(&mut self, dir: &std::path::Path, name: &str) -> Result<()> {
+        let hops = self.rules.rules()?.hops;
         if let Rows::Memory(rows) = &self.rows {
-            let hops = self.rules.rules()?.hops;
-            self.rows = Rows::Spilled(format::SpilledRows::write(rows, &hops, path)?);
+            let path = dir.join(format!("{name}-rows"));
+            self.rows = Rows::Spilled(format::SpilledRows::write(rows, &hops, &path)?);
+        }
+        if let Retries::Memory(points) = &self.retries {
+            let stem = dir.join(format!("{name}-retries"));
+            self.retries =
+                Retries::Spilled(format::SpilledRetries::write(points, hops.len(), &stem)?);
         }
         Ok(())
     }
@@ -402,19 +440,20 @@ fn from_pass(
     for (i, (op, _)) in rows.iter().enumerate() {
         position[*op as usize] = i as u32;
     }
-    let retries = pass
-        .retries
-        .into_iter()
-        .map(|(hop, point)| {
-            (
-                hop,
-                RetryPoint {
-                    op: position[point.op as usize],
-                    ..point
-                },
-            )
-        })
-        .collect();
+    let retries = Retries::Memory(
+        pass.retries
+            .into_iter()
+            .map(|(hop, point)| {
+                (
+                    hop,
+                    RetryPoint {
+                        op: position[point.op as usize],
+                        ..point
+                    },
+                )
+            })
+            .collect(),
+    );
     let resolve = |s: Sym| ingested.strings.resolve(s).to_string();
     let kept = kept
         .into_iter()
