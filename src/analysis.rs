@@ -5,6 +5,8 @@
 //! result is the [`Analysis`] defined here. The attempts themselves are kept only for the
 //! few operations a report draws ([`Keep`]): memory stays bounded by those.
 
+pub mod tally;
+
 use rayon::prelude::*;
 
 use crate::burst::{find_bursts, Burst, RetryPoint};
@@ -16,6 +18,7 @@ use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
 use crate::normalize::{normalize_operation, ByOperation};
 use crate::rules::Rules;
 use crate::stats::AttemptStats;
+use tally::Tally;
 
 /// Duplicate events named one by one before the rest are only counted.
 pub const DUPLICATES_LISTED: usize = 3;
@@ -140,8 +143,9 @@ pub struct KeptOperation {
 /// (src/partial/) makes, whether there was one partial or many.
 #[derive(Debug)]
 pub struct Analysis {
-    /// Sorted by (test run, operation ID).
-    pub operations: Vec<OperationResult>,
+    /// The per-operation counts and the worst operations; the rows themselves went to the
+    /// merge's [`crate::analysis::tally::RowSink`] in (test run, operation ID) order.
+    pub tally: Tally,
     /// Per-hop attempt counts, latency sketches and starts over time: what the summary's
     /// per-hop numbers and the chart are computed from.
     pub stats: AttemptStats,
@@ -524,7 +528,25 @@ pub struct KeptAttempts {
     pub asked: bool,
 }
 
+/// How many of the worst operations a merge reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Worst {
+    /// Listed in the summary (`--top`).
+    pub listed: usize,
+    /// Keeping their attempts (their timelines); operations a partial kept because they
+    /// were asked for are kept too, after them.
+    pub drawn: usize,
+}
+
 impl Keep {
+    /// The worst operations a merge reports: `listed` of them, and those this keeps.
+    pub fn worst(&self, listed: usize) -> Worst {
+        Worst {
+            listed,
+            drawn: self.parts().0,
+        }
+    }
+
     /// How many worst operations, and which operations by index.
     pub fn parts(&self) -> (usize, &[u32]) {
         match self {

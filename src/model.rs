@@ -576,6 +576,12 @@ macro_rules! named_enum {
                     $($Name::$Variant => $text,)+
                 }
             }
+
+            /// Its position in `ALL`: for tables indexed by variant.
+            #[allow(dead_code)]
+            pub fn index(self) -> usize {
+                self as usize
+            }
         }
 
         impl std::fmt::Display for $Name {

@@ -6,7 +6,7 @@
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::analysis::{worst_first, Analysis, OperationResult};
+use crate::analysis::{Analysis, OperationResult};
 use crate::burst::Burst;
 use crate::classify::{Class, FindingLabel};
 use crate::model::{Millis, OperationKey};
@@ -259,38 +259,22 @@ fn share(part: u64, whole: u64) -> f64 {
     }
 }
 
-/// Computes the summary. `top`: how many worst operations to list.
-pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Result<Summary> {
+/// Computes the summary of an analysis, from its tallies and statistics: the worst
+/// operations listed are those the merge's tally kept (its `--top`).
+pub fn summarize(analysis: &Analysis, rules: &Rules) -> anyhow::Result<Summary> {
     let hops = &rules.hops;
-    let operations = analysis.operations.len() as u64;
+    let tally = &analysis.tally;
+    let operations = tally.operations;
     let per_hop = hop_aggregates(&analysis.stats);
-
-    let mut first_multiplying = vec![0u64; hops.len()];
-    let mut class_counts = [0u64; Class::ALL.len()];
-    let mut finding_counts: std::collections::BTreeMap<crate::classify::Finding, u64> =
-        Default::default();
-    let mut overlap = OverlapSummary {
-        operations: 0,
-        total_ms: 0.0,
-        max_ms: 0.0,
+    let overlap = OverlapSummary {
+        operations: tally.overlap.operations,
+        total_ms: tally.overlap.total_ms,
+        max_ms: tally.overlap.max_ms,
     };
-    for op in &analysis.operations {
-        if let Some(h) = op.first_multiplying_hop {
-            first_multiplying[h as usize] += 1;
-        }
-        class_counts[Class::ALL.iter().position(|&c| c == op.class).unwrap_or(0)] += 1;
-        for f in &op.findings {
-            *finding_counts.entry(*f).or_default() += 1;
-        }
-        if op.overlap_ms > 0.0 {
-            overlap.operations += 1;
-            overlap.total_ms += op.overlap_ms;
-            overlap.max_ms = overlap.max_ms.max(op.overlap_ms);
-        }
-    }
-    let mut findings: Vec<FindingCount> = finding_counts
-        .into_iter()
-        .map(|(f, n)| FindingCount {
+    let mut findings: Vec<FindingCount> = tally
+        .findings
+        .iter()
+        .map(|(f, &n)| FindingCount {
             finding: f.label(hops),
             operations: n,
         })
@@ -311,7 +295,7 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
             retry_ratio: (agg.counts.originals > 0).then(|| {
                 (agg.counts.retries + agg.counts.redeliveries) as f64 / agg.counts.originals as f64
             }),
-            first_multiplying: first_multiplying[h],
+            first_multiplying: tally.first_multiplying[h],
             budget: rules.budgets[h],
             unfinished: analysis.unfinished_per_hop[h],
             orphans: analysis.orphans_per_hop[h],
@@ -335,9 +319,7 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
         .rev()
         .max_by_key(|h| h.first_multiplying)
         .map(|h| h.hop.clone());
-    let mut worst: Vec<&OperationResult> = analysis.operations.iter().collect();
-    worst.sort_by(|a, b| worst_first(a, b));
-    worst.truncate(top);
+    let worst = tally.worst();
 
     Ok(Summary {
         schema_version: SCHEMA_VERSION,
@@ -359,8 +341,8 @@ pub fn summarize(analysis: &Analysis, rules: &Rules, top: usize) -> anyhow::Resu
         hops: hop_summaries,
         classes: Class::ALL
             .iter()
-            .zip(class_counts)
-            .map(|(&class, n)| ClassShare {
+            .map(|&class| (class, tally.classes[class.index()]))
+            .map(|(class, n)| ClassShare {
                 class,
                 operations: n,
                 share: share(n, operations),

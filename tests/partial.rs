@@ -340,4 +340,19 @@ fn partials_of_another_version_or_other_rules_are_refused() {
         "{}",
         refused.stderr
     );
+
+    // Found while the rows were being written: the half-written row file is removed, so
+    // that no file passes for the complete result of a failed merge.
+    let out = dir.path.join("rows.jsonl");
+    let refused = merge(
+        &[parts[0].clone(), parts[0].clone()],
+        &["--format", "jsonl", "-o", &out.display().to_string()],
+    );
+    refused.expect_code(2);
+    assert!(
+        refused.stderr.contains("in two partials"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!out.exists(), "a failed merge left {}", out.display());
 }

@@ -8,7 +8,7 @@
 
 use anyhow::{bail, Context, Result};
 
-use crate::analysis::Analysis;
+use crate::analysis::tally::{Collected, RowSink};
 use crate::gate::condition::{parse_condition, Metric, Origin};
 use crate::gate::{ThresholdResult, Unit};
 use crate::rules::HopOrder;
@@ -97,7 +97,7 @@ pub fn parse(text: &str, hops: &HopOrder, origin: Origin) -> Result<ChangeCondit
 fn values(
     metric: Metric,
     summary: &Summary,
-    analysis: Option<&Analysis>,
+    analysis: Option<&Collected>,
     hops: &HopOrder,
     text: &str,
 ) -> Result<Vec<(Option<u16>, f64)>> {
@@ -135,13 +135,7 @@ fn values(
                     .find(|f| f.finding.kind == kind && f.finding.hop == hops.name(h))
                     .map_or(0, |f| f.operations) as f64,
             )],
-            (None, Some(a)) => vec![(
-                None,
-                a.operations
-                    .iter()
-                    .filter(|o| o.findings.iter().any(|f| f.kind == kind))
-                    .count() as f64,
-            )],
+            (None, Some(a)) => vec![(None, a.tally.with_finding(kind, None) as f64)],
             (None, None) => bail!(
                 "condition '{text}': a saved summary counts findings per hop only; write {}@HOP, or give attempt logs",
                 kind.name()
@@ -159,8 +153,8 @@ fn values(
 /// Evaluates a change condition from the first side to the second.
 pub fn evaluate(
     c: &ChangeCondition,
-    before: (&Summary, Option<&Analysis>),
-    after: (&Summary, Option<&Analysis>),
+    before: (&Summary, Option<&Collected>),
+    after: (&Summary, Option<&Collected>),
     hops: &HopOrder,
 ) -> Result<ThresholdResult> {
     let b = values(c.metric, before.0, before.1, hops, &c.text)?;
@@ -218,8 +212,8 @@ pub fn evaluate(
 pub fn gate(
     plain: &[crate::gate::condition::Condition],
     changes: &[ChangeCondition],
-    before: (&Summary, Option<&Analysis>),
-    after: (&Summary, Option<&Analysis>),
+    before: (&Summary, Option<&Collected>),
+    after: (&Summary, Option<&Collected>),
     hops: &HopOrder,
     report_only: bool,
 ) -> Result<Option<crate::gate::GateReport>> {
@@ -235,7 +229,13 @@ pub fn gate(
                 plain[0].metric_key()
             );
         };
-        thresholds = crate::gate::evaluate(plain, after.0, analysis, hops, report_only).thresholds;
+        let mut blame = crate::gate::Blame::new(plain, hops);
+        for o in &analysis.operations {
+            blame.row(o)?;
+        }
+        thresholds =
+            crate::gate::evaluate(plain, after.0, &analysis.tally, &blame, hops, report_only)
+                .thresholds;
     }
     for c in changes {
         thresholds.push(evaluate(c, before, after, hops)?);

@@ -8,7 +8,8 @@ pub mod saved;
 
 use serde::Serialize;
 
-use crate::analysis::{Analysis, FinalOutcome};
+use crate::analysis::tally::Collected;
+use crate::analysis::FinalOutcome;
 use crate::classify::Class;
 use crate::model::OperationKey;
 use crate::rules::Rules;
@@ -193,7 +194,7 @@ pub struct ReplayFacts<'a> {
 pub struct Side<'a> {
     pub summary: Summary,
     /// `None` for a saved summary.
-    pub analysis: Option<&'a Analysis>,
+    pub analysis: Option<&'a Collected>,
     /// A saved summary as it was read: the JSON report repeats it unchanged.
     pub saved: Option<serde_json::Value>,
 }
@@ -356,8 +357,8 @@ pub struct OperationChange {
 /// Matches the operations of both sides by key (both lists are in key order): one
 /// [`OperationChange`] per operation of the second side.
 fn operation_changes(
-    before: &Analysis,
-    after: &Analysis,
+    before: &Collected,
+    after: &Collected,
     replay: Option<&ReplayFacts>,
 ) -> Vec<OperationChange> {
     let mut extrapolated: Vec<&OperationKey> = replay
@@ -398,8 +399,8 @@ fn operation_changes(
 
 /// The totals of the per-operation changes.
 fn outcome_totals(
-    before: &Analysis,
-    after: &Analysis,
+    before: &Collected,
+    after: &Collected,
     changes: &[OperationChange],
 ) -> (OutcomeChanges, u64) {
     let mut out = OutcomeChanges {
@@ -439,7 +440,7 @@ fn timeline_pairs(before: &Side, after: &Side, rules: &Rules) -> Vec<TimelinePai
     let (Some(ba), Some(aa)) = (before.analysis, after.analysis) else {
         return Vec::new();
     };
-    let draw = |k: &crate::analysis::KeptOperation, analysis: &Analysis| {
+    let draw = |k: &crate::analysis::KeptOperation, analysis: &Collected| {
         (
             OperationRecord::new(&k.result, &rules.hops),
             crate::timeline::operation_timeline(

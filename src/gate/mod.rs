@@ -7,9 +7,13 @@ pub mod condition;
 
 use serde::Serialize;
 
-use crate::analysis::{Analysis, OperationResult};
+use std::cmp::Reverse;
+
+use crate::analysis::tally::{RowSink, Tally};
+use crate::analysis::OperationResult;
 use crate::classify::FindingKind;
 use crate::model::named_enum;
+use crate::model::OperationKey;
 use crate::paint::Tone;
 use crate::rules::HopOrder;
 use crate::summary::{display_operation_key, Summary};
@@ -114,17 +118,20 @@ impl GateReport {
     }
 }
 
-/// Evaluates every condition against the summary.
+/// Evaluates every condition against the summary; `blame`: the operations behind each
+/// condition, tallied as the rows went by.
 pub fn evaluate(
     conditions: &[Condition],
     summary: &Summary,
-    analysis: &Analysis,
+    tally: &Tally,
+    blame: &Blame,
     hops: &HopOrder,
     report_only: bool,
 ) -> GateReport {
     let thresholds: Vec<ThresholdResult> = conditions
         .iter()
-        .map(|c| evaluate_one(c, summary, analysis, hops))
+        .enumerate()
+        .map(|(i, c)| evaluate_one(c, summary, tally, blame.of(i), hops))
         .collect();
     GateReport {
         passed: thresholds.iter().all(|t| !t.breached),
@@ -136,7 +143,8 @@ pub fn evaluate(
 fn evaluate_one(
     c: &Condition,
     summary: &Summary,
-    analysis: &Analysis,
+    tally: &Tally,
+    blamed: &[Culprits],
     hops: &HopOrder,
 ) -> ThresholdResult {
     let ops_total = summary.operations;
@@ -150,13 +158,8 @@ fn evaluate_one(
                 .map_or(0, |s| s.operations);
             share_or_count(n, ops_total, c.share)
         }
-        Metric::Finding { .. } => {
-            let n = analysis
-                .operations
-                .iter()
-                .filter(|o| has_finding(o, c.metric))
-                .count() as u64;
-            share_or_count(n, ops_total, c.share)
+        Metric::Finding { kind, hop } => {
+            share_or_count(tally.with_finding(kind, hop), ops_total, c.share)
         }
         Metric::Amplification { hop } | Metric::RetryRatio { hop } => {
             let value_at = |h: usize| {
@@ -191,21 +194,16 @@ fn evaluate_one(
         Metric::DuplicateEffects => (summary.duplicate_effects as f64, Unit::Count),
     };
     let breached = c.cmp.holds(measured, c.limit);
-    let mut culprits: Vec<&OperationResult> = if breached {
-        let hop_index = hop_name.as_deref().and_then(|h| hops.index_of(h));
-        analysis
-            .operations
-            .iter()
-            .filter(|o| breaches(o, c, hop_index))
-            .collect()
+    let culprits = if breached {
+        // Per-hop metrics were tallied at every hop: the one measured names them.
+        let slot = hop_name
+            .as_deref()
+            .and_then(|h| hops.index_of(h))
+            .map_or(0, usize::from);
+        blamed.get(slot).or(blamed.first())
     } else {
-        Vec::new()
+        None
     };
-    culprits.sort_by(|a, b| {
-        b.total_attempts()
-            .cmp(&a.total_attempts())
-            .then(a.key.cmp(&b.key))
-    });
     ThresholdResult {
         condition: c.text.clone(),
         origin: c.origin,
@@ -214,12 +212,85 @@ fn evaluate_one(
         unit,
         hop: hop_name,
         breached,
-        operations: culprits.len() as u64,
-        operation_ids: culprits
+        operations: culprits.map_or(0, |b| b.count),
+        operation_ids: culprits.map_or(Vec::new(), |b| {
+            b.first
+                .iter()
+                .map(|(_, key)| display_operation_key(key))
+                .collect()
+        }),
+    }
+}
+
+/// The operations that would make one condition breach (at one hop, for a per-hop
+/// metric): how many, and the first [`OPERATIONS_LISTED`] by attempts, then key.
+#[derive(Debug, Clone, Default)]
+struct Culprits {
+    count: u64,
+    /// (attempts, key), most attempts first.
+    first: Vec<(u64, OperationKey)>,
+}
+
+impl Culprits {
+    fn add(&mut self, o: &OperationResult) {
+        self.count += 1;
+        let attempts = o.total_attempts();
+        let at = self
+            .first
+            .partition_point(|(n, key)| (Reverse(*n), key) <= (Reverse(attempts), &o.key));
+        if at < OPERATIONS_LISTED {
+            self.first.insert(at, (attempts, o.key.clone()));
+            self.first.truncate(OPERATIONS_LISTED);
+        }
+    }
+}
+
+/// The operations behind every condition, tallied as the rows stream by (before the
+/// summary says which conditions breach): per condition, one [`Culprits`] per hop for the
+/// per-hop metrics (the hop measured is known only at the end), one for the others.
+pub struct Blame {
+    conditions: Vec<Condition>,
+    slots: Vec<Vec<Culprits>>,
+}
+
+impl Blame {
+    pub fn new(conditions: &[Condition], hops: &HopOrder) -> Blame {
+        let slots = conditions
             .iter()
-            .take(OPERATIONS_LISTED)
-            .map(|o| display_operation_key(&o.key))
-            .collect(),
+            .map(|c| match c.metric {
+                Metric::Amplification { .. } | Metric::RetryRatio { .. } => {
+                    vec![Culprits::default(); hops.len()]
+                }
+                _ => vec![Culprits::default()],
+            })
+            .collect();
+        Blame {
+            conditions: conditions.to_vec(),
+            slots,
+        }
+    }
+
+    fn of(&self, condition: usize) -> &[Culprits] {
+        &self.slots[condition]
+    }
+}
+
+impl RowSink for Blame {
+    fn row(&mut self, o: &OperationResult) -> anyhow::Result<()> {
+        for (c, slots) in self.conditions.iter().zip(&mut self.slots) {
+            if slots.len() == 1 {
+                if breaches(o, c, None) {
+                    slots[0].add(o);
+                }
+            } else {
+                for (h, slot) in slots.iter_mut().enumerate() {
+                    if breaches(o, c, Some(h as u16)) {
+                        slot.add(o);
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 

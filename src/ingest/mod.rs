@@ -27,7 +27,7 @@ pub use parquet::{worker::main as run_parquet_worker, WORKER_COMMAND as PARQUET_
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use rayon::prelude::*;
@@ -171,7 +171,14 @@ impl Partitioned {
     /// statistics, the others none of them. Without a spill
     /// the one partition is everything read. A partition that turns out larger than the
     /// budget is split again (by the same hash) before it is read.
-    pub fn partitions(self, mut each: impl FnMut(Ingested) -> Result<()>) -> Result<()> {
+    ///
+    /// `each` is also given the spill's directory, where it may leave files of its own
+    /// (a partition's rows, until the merge reads them); the directory is returned, and
+    /// removed with what it holds when dropped.
+    pub fn partitions(
+        self,
+        mut each: impl FnMut(Ingested, Option<&Path>) -> Result<()>,
+    ) -> Result<Option<spill::TempDir>> {
         let Partitioned {
             head,
             spill,
@@ -179,7 +186,7 @@ impl Partitioned {
             trace_end_ms,
         } = self;
         let Some(spill) = spill else {
-            return each(head);
+            return each(head, None).map(|()| None);
         };
         let budget = budget.expect("a spill has a budget").events_bytes();
         let files = head.files.clone();
@@ -196,14 +203,14 @@ impl Partitioned {
         let policy = head.diagnostics.policy();
         let mut head = Some(head);
         let mut todo: Vec<spill::Part> = Vec::new();
-        let mut parts = spill.partitions.parts.iter();
+        let mut parts = spill.partitions.parts.clone().into_iter();
         loop {
             // Parts split from a partition come first, then the next partition.
             let part = match todo.pop() {
                 Some(p) => p,
                 None => match parts.next() {
-                    Some(p) => p.clone(),
-                    None => return Ok(()),
+                    Some(p) => p,
+                    None => return Ok(Some(spill.into_dir())),
                 },
             };
             let mut into = head.take().unwrap_or_else(|| empty(policy));
@@ -221,14 +228,14 @@ impl Partitioned {
                     let whole = split.parts.into_iter().find(|p| p.events == part.events);
                     read_part(&whole.expect("the one part"), &mut into, &mut None)?;
                     into.latest_elsewhere_ms = Some(trace_end_ms);
-                    each(into)?;
+                    each(into, Some(spill.dir()))?;
                     continue;
                 }
             }
             read_part(&part, &mut into, &mut None)?;
             spill.remove(&part);
             into.latest_elsewhere_ms = Some(trace_end_ms);
-            each(into)?;
+            each(into, Some(spill.dir()))?;
         }
     }
 }
@@ -1425,8 +1432,14 @@ mod tests {
                 .expect("bad input is reported, not an error");
             let ingested = reader.finish().expect("not under --strict");
             let keep = crate::analysis::Keep::Worst(3);
-            crate::partial::analyze(ingested, &rules, &keep)
-                .expect("the analysis of what was read");
+            crate::partial::analyze(
+                ingested,
+                &rules,
+                &keep,
+                3,
+                &mut crate::analysis::tally::Discard,
+            )
+            .expect("the analysis of what was read");
         });
     }
 }

@@ -697,6 +697,16 @@ impl Spill {
         Ok(Spill { dir, partitions })
     }
 
+    /// The directory of the spill files.
+    pub fn dir(&self) -> &Path {
+        &self.dir.path
+    }
+
+    /// The directory, which outlives the spill files it is removed with.
+    pub fn into_dir(self) -> TempDir {
+        self.dir
+    }
+
     /// Bytes written to the spill files so far.
     pub fn bytes(&self) -> u64 {
         self.partitions.parts.iter().map(|p| p.bytes).sum()
@@ -741,8 +751,8 @@ pub fn first_partitions(held_bytes: u64, read: u64, total: Option<u64>, budget: 
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static HANDLER: Once = Once::new();
 
-/// A directory of spill files, removed when dropped (the run ended, or stopped on an error)
-/// and when the process is interrupted (SIGINT, SIGTERM, SIGHUP).
+/// A directory of spill files, removed with them when dropped (the run ended, or stopped on
+/// an error) and when the process is interrupted (SIGINT, SIGTERM, SIGHUP).
 #[derive(Debug)]
 pub struct TempDir {
     path: PathBuf,

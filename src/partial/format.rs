@@ -261,6 +261,69 @@ fn wire_operation(op: &OpAttempts) -> WireOperation {
     }
 }
 
+fn wire_row(row: &Row, hops: &HopOrder) -> WireRow {
+    let p = &row.pending;
+    WireRow {
+        test_run_id: row.key.test_run_id.as_deref().map(str::to_string),
+        operation_id: row.key.operation_id.to_string(),
+        class: p.class_without_burst,
+        class_in_burst: p.class_in_burst,
+        first_multiplying_hop: p.first_multiplying_hop.map(|h| hops.name(h).to_string()),
+        funnel: p.funnel.clone(),
+        findings: p.findings.iter().map(|f| f.label(hops)).collect(),
+        first_start_ms: p.first_start_ms,
+        last_finish_ms: p.last_finish_ms,
+        overlap_ms: p.overlap_ms,
+        final_outcome: p.final_outcome,
+    }
+}
+
+/// A partition's rows set aside in a temporary file while the other partitions of a
+/// spilled run are analysed: one row of the partial format per line, in key order, read
+/// back by the merge (so that a run holds the rows of no partition in memory).
+#[derive(Debug, Clone)]
+pub struct SpilledRows {
+    path: std::path::PathBuf,
+    pub count: u32,
+    hops: HopOrder,
+}
+
+impl SpilledRows {
+    /// Writes `rows` to a new file `path`.
+    pub fn write(rows: &[Row], hops: &HopOrder, path: &std::path::Path) -> Result<SpilledRows> {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("could not create the spill file '{}'", path.display()))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+        for row in rows {
+            serde_json::to_writer(&mut out, &wire_row(row, hops))?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()
+            .with_context(|| format!("could not write the spill file '{}'", path.display()))?;
+        Ok(SpilledRows {
+            path: path.to_path_buf(),
+            count: rows.len() as u32,
+            hops: hops.clone(),
+        })
+    }
+
+    /// The rows, in order.
+    pub fn read(&self) -> Result<impl Iterator<Item = Result<Row>>> {
+        let file = std::fs::File::open(&self.path)
+            .with_context(|| format!("could not open the spill file '{}'", self.path.display()))?;
+        let hops = self.hops.clone();
+        let path = self.path.clone();
+        Ok(std::io::BufReader::with_capacity(1 << 20, file)
+            .lines()
+            .map(move |line| {
+                let line = line.with_context(|| {
+                    format!("could not read the spill file '{}'", path.display())
+                })?;
+                row_of(serde_json::from_str(&line)?, &hops)
+            }))
+    }
+}
+
 /// Writes `partial` in the partial format.
 pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
     let mut line = |l: &Line| -> Result<()> {
@@ -299,23 +362,10 @@ pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
     let rows: Box<dyn Iterator<Item = Result<Row>>> = match &partial.rows {
         Rows::Memory(rows) => Box::new(rows.iter().cloned().map(Ok)),
         Rows::File(file) => Box::new(rows_of(file)?),
+        Rows::Spilled(spilled) => Box::new(spilled.read()?),
     };
     for row in rows {
-        let row = row?;
-        let p = &row.pending;
-        line(&Line::Row(WireRow {
-            test_run_id: row.key.test_run_id.as_deref().map(str::to_string),
-            operation_id: row.key.operation_id.to_string(),
-            class: p.class_without_burst,
-            class_in_burst: p.class_in_burst,
-            first_multiplying_hop: p.first_multiplying_hop.map(|h| hops.name(h).to_string()),
-            funnel: p.funnel.clone(),
-            findings: p.findings.iter().map(|f| f.label(&hops)).collect(),
-            first_start_ms: p.first_start_ms,
-            last_finish_ms: p.last_finish_ms,
-            overlap_ms: p.overlap_ms,
-            final_outcome: p.final_outcome,
-        }))?;
+        line(&Line::Row(wire_row(&row?, &hops)))?;
     }
     line(&Line::End(Counts {
         kept: partial.kept.len() as u64,

@@ -10,9 +10,10 @@ use std::collections::BinaryHeap;
 use anyhow::{bail, Context, Result};
 
 use super::{format, OpAttempts, Partial, Row, Rows};
+use crate::analysis::tally::{RowSink, Tally};
 use crate::analysis::{
     add_counts, attempts_pass, detect_bursts, worst_first, Analysis, KeptOperation,
-    OperationResult, TraceEnd, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
+    OperationResult, TraceEnd, Worst, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
 };
 use crate::classify::operation_facts;
 use crate::diagnostics::{BadInputPolicy, Diagnostics, InputIssue};
@@ -21,10 +22,19 @@ use crate::model::{Millis, OperationKey};
 use crate::rules::Rules;
 use crate::stats::AttemptStats;
 
-/// Merges partials made under `rules` into the analysis of all their input. `worst`: how
-/// many of the worst operations keep their attempts (their timelines); operations a
-/// partial kept because they were asked for are kept too, after them.
-pub fn merge(mut parts: Vec<Partial>, rules: &Rules, worst: usize) -> Result<Analysis> {
+/// Merges partials made under `rules` into the analysis of all their input. Every
+/// operation's final row goes to `sink`, in key order, as it is made: the analysis keeps
+/// only their counts and the worst of them.
+pub fn merge(
+    mut parts: Vec<Partial>,
+    rules: &Rules,
+    worst: Worst,
+    sink: &mut dyn RowSink,
+) -> Result<Analysis> {
+    let Worst {
+        listed,
+        drawn: worst,
+    } = worst;
     check_rules(&parts, rules)?;
     let trace_end_ms = trace_end(&parts)?;
 
@@ -99,7 +109,7 @@ pub fn merge(mut parts: Vec<Partial>, rules: &Rules, worst: usize) -> Result<Ana
     // The rows, in key order, with their final class; the first operations of each burst
     // fall out of that order.
     let mut burst_operations: Vec<Vec<OperationKey>> = vec![Vec::new(); bursts.len()];
-    let mut operations = Vec::with_capacity(total as usize + deferred.len());
+    let mut tally = Tally::new(rules.hops.len(), listed);
     let mut sources: Vec<Source> = Vec::new();
     let mut stats = AttemptStats::new(rules.hops.len());
     for (p, &offset) in parts.iter_mut().zip(&offsets) {
@@ -108,6 +118,7 @@ pub fn merge(mut parts: Vec<Partial>, rules: &Rules, worst: usize) -> Result<Ana
             match std::mem::replace(&mut p.rows, Rows::Memory(Vec::new())) {
                 Rows::Memory(rows) => Box::new(rows.into_iter().map(Ok).enumerate().map(numbered)),
                 Rows::File(file) => Box::new(format::rows_of(&file)?.enumerate().map(numbered)),
+                Rows::Spilled(spilled) => Box::new(spilled.read()?.enumerate().map(numbered)),
             },
         );
         stats
@@ -139,9 +150,11 @@ pub fn merge(mut parts: Vec<Partial>, rules: &Rules, worst: usize) -> Result<Ana
             }
         }
         let result = row.pending.resolve(row.key, &in_bursts.hops(id));
-        previous = Some(result.key.clone());
-        operations.push(result);
+        tally.add(&result);
+        sink.row(&result)?;
+        previous = Some(result.key);
     }
+    tally.finish();
     crate::profile::note("results");
 
     let mut burst_ids: Vec<u32> = membership.iter().map(|m| m.0).collect();
@@ -150,7 +163,7 @@ pub fn merge(mut parts: Vec<Partial>, rules: &Rules, worst: usize) -> Result<Ana
     input.unfinished_per_hop.resize(rules.hops.len(), 0);
     input.orphans_per_hop.resize(rules.hops.len(), 0);
     Ok(Analysis {
-        operations,
+        tally,
         stats,
         bursts,
         burst_operations,

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::tally::RowSink;
 use crate::analysis::{
     attempts_partition_pass, partition_pass, Analysis, Keep, PartitionPass, Pending, TraceEnd,
 };
@@ -60,6 +61,8 @@ pub struct Partial {
 pub enum Rows {
     Memory(Vec<Row>),
     File(format::FileRows),
+    /// Written aside by a spilled run ([`Partial::spill_rows`]).
+    Spilled(format::SpilledRows),
 }
 
 impl Rows {
@@ -67,7 +70,19 @@ impl Rows {
         match self {
             Rows::Memory(rows) => rows.len(),
             Rows::File(file) => file.count as usize,
+            Rows::Spilled(spilled) => spilled.count as usize,
         }
+    }
+}
+
+impl Partial {
+    /// Moves the rows held in memory to a new file `path`, for the merge to read back.
+    pub fn spill_rows(&mut self, path: &std::path::Path) -> Result<()> {
+        if let Rows::Memory(rows) = &self.rows {
+            let hops = self.rules.rules()?.hops;
+            self.rows = Rows::Spilled(format::SpilledRows::write(rows, &hops, path)?);
+        }
+        Ok(())
     }
 }
 
@@ -290,16 +305,29 @@ impl Issues {
 }
 
 /// Analyses all the input, read into `ingested`: one partial, merged. `keep`: which
-/// operations keep their attempts (their timelines).
-pub fn analyze(mut ingested: Ingested, rules: &Rules, keep: &Keep) -> Result<Analysis> {
-    analyze_in_place(&mut ingested, rules, keep)
+/// operations keep their attempts (their timelines); `listed`: how many worst operations
+/// the summary lists; `sink`: where the rows go.
+pub fn analyze(
+    mut ingested: Ingested,
+    rules: &Rules,
+    keep: &Keep,
+    listed: usize,
+    sink: &mut dyn RowSink,
+) -> Result<Analysis> {
+    analyze_in_place(&mut ingested, rules, keep, listed, sink)
 }
 
 /// [`analyze`], leaving the operation table and strings in `ingested` for a second analysis
 /// of the same operations (a replay). Its events and diagnostics are taken.
-pub fn analyze_in_place(ingested: &mut Ingested, rules: &Rules, keep: &Keep) -> Result<Analysis> {
+pub fn analyze_in_place(
+    ingested: &mut Ingested,
+    rules: &Rules,
+    keep: &Keep,
+    listed: usize,
+    sink: &mut dyn RowSink,
+) -> Result<Analysis> {
     let partial = build(ingested, rules, keep, true)?;
-    merge(vec![partial], rules, keep.parts().0)
+    merge(vec![partial], rules, keep.worst(listed), sink)
 }
 
 /// Analyses attempts that were made, not read (a replay's): each operation's attempts,
@@ -313,11 +341,12 @@ pub fn analyze_attempts(
     keep: &Keep,
     events: u64,
     trace_end_ms: Millis,
+    (listed, sink): (usize, &mut dyn RowSink),
 ) -> Result<Analysis> {
     let pass = attempts_partition_pass(ingested, operations, rules, keep, events, trace_end_ms);
     let diagnostics = Diagnostics::new(BadInputPolicy::Report);
     let partial = from_pass(pass, ingested, rules, &diagnostics)?;
-    merge(vec![partial], rules, keep.parts().0)
+    merge(vec![partial], rules, keep.worst(listed), sink)
 }
 
 /// The partial of the input read into `ingested` (its events and diagnostics are taken).

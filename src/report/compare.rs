@@ -17,7 +17,7 @@ use serde::{Serialize, Serializer};
 
 use super::layout::{count, counted, funnel_text, gate_section, percent, Section, SectionKind};
 use super::OutputFormat;
-use crate::analysis::Analysis;
+use crate::analysis::tally::Collected;
 use crate::compare::{loaded_hop, Comparison, Kind};
 use crate::rules::Rules;
 
@@ -27,13 +27,13 @@ const OPERATIONS_SHOWN: usize = 3;
 pub fn render(
     format: OutputFormat,
     c: &Comparison,
-    before: Option<&Analysis>,
-    after: Option<&Analysis>,
+    before: Option<&Collected>,
+    after: Option<&Collected>,
     rules: &Rules,
     style: &super::Style,
 ) -> anyhow::Result<Vec<u8>> {
     let verdict = verdict(c, rules);
-    let rows = || -> anyhow::Result<(&Analysis, &Analysis)> {
+    let rows = || -> anyhow::Result<(&Collected, &Collected)> {
         match (before, after) {
             (Some(b), Some(a)) if !c.operations.is_empty() || a.operations.is_empty() => Ok((b, a)),
             _ => anyhow::bail!(
@@ -442,13 +442,14 @@ impl Serialize for Document<'_> {
 /// run's class, attempts and final outcome, then the change.
 fn jsonl(
     c: &Comparison,
-    before: &Analysis,
-    after: &Analysis,
+    before: &Collected,
+    after: &Collected,
     rules: &Rules,
 ) -> anyhow::Result<Vec<u8>> {
     let [first, _] = c.kind.labels();
     let mut out = Vec::new();
-    for (record, change) in super::rows::records(after, &rules.hops).zip(&c.operations) {
+    for (record, change) in super::rows::records(&after.operations, &rules.hops).zip(&c.operations)
+    {
         let serde_json::Value::Object(mut row) = serde_json::to_value(&record)? else {
             unreachable!("an operation record is a JSON object");
         };
@@ -487,13 +488,13 @@ fn jsonl(
 /// `analyze`'s per-operation table of the second run, plus the first run's columns.
 fn frame(
     c: &Comparison,
-    before: &Analysis,
-    after: &Analysis,
+    before: &Collected,
+    after: &Collected,
     rules: &Rules,
     cell: super::rows::Cell,
 ) -> PolarsResult<DataFrame> {
     let [first, _] = c.kind.labels();
-    let mut frame = super::rows::operation_frame(after, &rules.hops, cell)?;
+    let mut frame = super::rows::operation_frame(&after.operations, &rules.hops, cell)?;
     let b = |i: usize| c.operations[i].before.map(|b| &before.operations[b]);
     let n = after.operations.len();
     let mut columns = vec![Column::new(

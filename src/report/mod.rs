@@ -12,11 +12,10 @@ mod table;
 
 use serde::Serialize;
 
-use crate::analysis::{Analysis, OperationResult};
 use crate::gate::GateReport;
-use crate::rules::{HopOrder, Rules};
+use crate::rules::Rules;
 use crate::summary::{OperationView, Summary};
-pub use rows::RowFormat;
+pub use rows::{RowFormat, RowWriter};
 
 /// The output formats of `analyze`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,8 +70,6 @@ pub fn render(
     format: OutputFormat,
     summary: &Summary,
     gate: Option<&GateReport>,
-    analysis: &Analysis,
-    rules: &Rules,
     style: &Style,
 ) -> anyhow::Result<Vec<u8>> {
     Ok(match format {
@@ -82,12 +79,10 @@ pub fn render(
             out.push(b'\n');
             out
         }
-        OutputFormat::Jsonl | OutputFormat::Csv | OutputFormat::Parquet => {
-            let mut out = Vec::new();
-            let rows = row_format(format).expect("a per-operation format");
-            write_rows(rows, &analysis.operations, &rules.hops, &mut out)?;
-            out
-        }
+        // Written row by row as the merge makes them ([`RowWriter`]), never rendered.
+        OutputFormat::Jsonl | OutputFormat::Csv | OutputFormat::Parquet => anyhow::bail!(
+            "per-operation rows are written as the analysis makes them, not rendered from a summary"
+        ),
         OutputFormat::Markdown => markdown::render(summary, gate).into_bytes(),
         OutputFormat::Html => html::render(summary, gate).into_bytes(),
         OutputFormat::Partial => anyhow::bail!(OutputFormat::Partial.refusal().unwrap_or_default()),
@@ -95,7 +90,7 @@ pub fn render(
 }
 
 /// The per-operation format `format` is, if it is one: its rows are written as they come
-/// ([`write_rows`], [`RowWriter`]) rather than rendered whole.
+/// ([`RowWriter`]) rather than rendered whole.
 pub fn row_format(format: OutputFormat) -> Option<RowFormat> {
     match format {
         OutputFormat::Jsonl => Some(RowFormat::Jsonl),
@@ -105,23 +100,13 @@ pub fn row_format(format: OutputFormat) -> Option<RowFormat> {
     }
 }
 
-/// Writes per-operation rows, in order, in a per-operation format, a batch at a time.
-pub fn write_rows<'r>(
-    format: RowFormat,
-    rows: impl IntoIterator<Item = &'r OperationResult>,
-    hops: &HopOrder,
-    out: impl std::io::Write,
-) -> anyhow::Result<()> {
-    rows::write_all(format, rows, hops, out)
-}
-
 /// Renders the comparison report of `replay` or `diff`. The analyses are those of the two
 /// sides where they were read from attempt logs (`None` for a saved summary).
 pub fn render_comparison(
     format: OutputFormat,
     comparison: &crate::compare::Comparison,
-    before: Option<&Analysis>,
-    after: Option<&Analysis>,
+    before: Option<&crate::analysis::tally::Collected>,
+    after: Option<&crate::analysis::tally::Collected>,
     rules: &Rules,
     style: &Style,
 ) -> anyhow::Result<Vec<u8>> {

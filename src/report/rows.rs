@@ -16,18 +16,16 @@ use polars::prelude::*;
 
 use crate::escape;
 
-use crate::analysis::{Analysis, OperationResult};
+use crate::analysis::tally::RowSink;
+use crate::analysis::OperationResult;
 use crate::rules::HopOrder;
 use crate::summary::OperationRecord;
 
 pub fn records<'a>(
-    analysis: &'a Analysis,
+    rows: &'a [OperationResult],
     hops: &'a HopOrder,
 ) -> impl Iterator<Item = OperationRecord> + 'a {
-    analysis
-        .operations
-        .iter()
-        .map(move |o| OperationRecord::new(o, hops))
+    rows.iter().map(move |o| OperationRecord::new(o, hops))
 }
 
 /// How a text cell is written: [`as_is`] (Parquet), or [`escape::csv_cell`] (CSV).
@@ -41,15 +39,10 @@ pub fn as_is(text: &str) -> Cow<'_, str> {
 /// The per-operation table as a polars frame (CSV and Parquet write this), its text cells
 /// written by `cell`.
 pub fn operation_frame(
-    analysis: &Analysis,
+    ops: &[OperationResult],
     hops: &HopOrder,
     cell: Cell,
 ) -> PolarsResult<DataFrame> {
-    rows_frame(&analysis.operations, hops, cell)
-}
-
-/// [`operation_frame`] of some rows.
-fn rows_frame(ops: &[OperationResult], hops: &HopOrder, cell: Cell) -> PolarsResult<DataFrame> {
     let mut columns = vec![
         Column::new(
             "test_run_id".into(),
@@ -140,20 +133,20 @@ enum Sink<W: Write> {
 
 /// Writes per-operation rows as they come, [`ROWS_PER_BATCH`] at a time, in the order
 /// given: the same bytes as writing the whole table at once, in bounded memory.
-pub struct RowWriter<'h, W: Write> {
-    hops: &'h HopOrder,
+pub struct RowWriter<W: Write> {
+    hops: HopOrder,
     batch: Vec<OperationResult>,
     sink: Sink<W>,
 }
 
-impl<'h, W: Write> RowWriter<'h, W> {
-    pub fn new(format: RowFormat, hops: &'h HopOrder, out: W) -> anyhow::Result<Self> {
+impl<W: Write> RowWriter<W> {
+    pub fn new(format: RowFormat, hops: &HopOrder, out: W) -> anyhow::Result<Self> {
         let schema = || -> PolarsResult<Schema> {
             let cell = match format {
                 RowFormat::Csv => escape::csv_cell,
                 _ => as_is,
             };
-            Ok(rows_frame(&[], hops, cell)?.schema().as_ref().clone())
+            Ok(operation_frame(&[], hops, cell)?.schema().as_ref().clone())
         };
         let sink = match format {
             RowFormat::Jsonl => Sink::Jsonl(std::io::BufWriter::with_capacity(1 << 20, out)),
@@ -167,7 +160,7 @@ impl<'h, W: Write> RowWriter<'h, W> {
             }
         };
         Ok(RowWriter {
-            hops,
+            hops: hops.clone(),
             batch: Vec::new(),
             sink,
         })
@@ -183,7 +176,7 @@ impl<'h, W: Write> RowWriter<'h, W> {
     }
 
     fn flush_batch(&mut self) -> anyhow::Result<()> {
-        let hops = self.hops;
+        let hops = &self.hops;
         match &mut self.sink {
             Sink::Jsonl(out) => {
                 for row in &self.batch {
@@ -193,12 +186,12 @@ impl<'h, W: Write> RowWriter<'h, W> {
             }
             Sink::Csv(out) => {
                 if !self.batch.is_empty() {
-                    out.write_batch(&rows_frame(&self.batch, hops, escape::csv_cell)?)?;
+                    out.write_batch(&operation_frame(&self.batch, hops, escape::csv_cell)?)?;
                 }
             }
             Sink::Parquet(out) => {
                 if !self.batch.is_empty() {
-                    out.write_batch(&rows_frame(&self.batch, hops, as_is)?)?;
+                    out.write_batch(&operation_frame(&self.batch, hops, as_is)?)?;
                 }
             }
         }
@@ -221,16 +214,9 @@ impl<'h, W: Write> RowWriter<'h, W> {
     }
 }
 
-/// All the rows of `rows`, in order, through a [`RowWriter`].
-pub fn write_all<'r, W: Write>(
-    format: RowFormat,
-    rows: impl IntoIterator<Item = &'r OperationResult>,
-    hops: &HopOrder,
-    out: W,
-) -> anyhow::Result<()> {
-    let mut writer = RowWriter::new(format, hops, out)?;
-    for row in rows {
-        writer.push(row.clone())?;
+/// The merge's rows, as it makes them.
+impl<W: Write> RowSink for RowWriter<W> {
+    fn row(&mut self, row: &OperationResult) -> anyhow::Result<()> {
+        self.push(row.clone())
     }
-    writer.finish()
 }
