@@ -52,6 +52,14 @@ impl Interner {
         id
     }
 
+    /// Forgets every string, keeping the memory for the next ones: after a spill, the
+    /// strings that follow fill about as much again, on pages already touched.
+    pub fn clear(&mut self) {
+        self.table.clear();
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
     pub fn resolve(&self, sym: Sym) -> &str {
         stored(&self.bytes, &self.ends, sym)
     }

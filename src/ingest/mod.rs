@@ -289,7 +289,7 @@ fn clear_events(ingested: &mut Ingested, start: usize, keys: &mut Keys) {
     debug_assert_eq!(start, 0, "events are only spilled from an empty table");
     ingested.events.truncate(start);
     ingested.operations.clear();
-    ingested.strings = Interner::default();
+    ingested.strings.clear();
     keys.index.clear();
 }
 

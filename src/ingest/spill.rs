@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, Once};
 
 use anyhow::{bail, Context, Result};
+use rayon::prelude::*;
 
 use crate::model::{
     partition_of, Event, EventFields, EventKind, Interner, Millis, Outcome, PointKind, SourceRef,
@@ -173,25 +174,32 @@ impl Parts {
             let residue = partition_of(run, id, self.modulus);
             by_part[((residue - self.first) / self.step) as usize].push(op as u32);
         }
-        let mut buf = Vec::new();
-        for (part, ops) in self.parts.iter_mut().zip(by_part) {
-            if ops.is_empty() {
-                continue;
-            }
-            buf.clear();
-            for op in ops {
-                let range = offsets[op as usize] as usize..offsets[op as usize + 1] as usize;
-                let (run, id) = key(op as usize);
-                put_block_header(&mut buf, run, id, range.len() as u64);
-                for &i in &order[range] {
-                    put_event(&mut buf, &from.events[i as usize], strings);
+        // The parts are encoded and written in parallel, each into its own buffer.
+        self.parts
+            .par_iter_mut()
+            .zip(by_part)
+            .filter(|(_, ops)| !ops.is_empty())
+            .try_for_each(|(part, ops)| {
+                // Room for a typical event (about 50 bytes) at once, not by doubling:
+                // pages never written are never touched.
+                let events: usize = ops
+                    .iter()
+                    .map(|&op| (offsets[op as usize + 1] - offsets[op as usize]) as usize)
+                    .sum();
+                let mut buf = Vec::with_capacity(events * 64);
+                for op in ops {
+                    let range = offsets[op as usize] as usize..offsets[op as usize + 1] as usize;
+                    let (run, id) = key(op as usize);
+                    put_block_header(&mut buf, run, id, range.len() as u64);
+                    for &i in &order[range.clone()] {
+                        put_event(&mut buf, &from.events[i as usize], strings);
+                    }
+                    part.events += range.len() as u64;
                 }
-                part.events += offsets[op as usize + 1] as u64 - offsets[op as usize] as u64;
-            }
-            append(&part.path, &buf)?;
-            part.bytes += buf.len() as u64;
-        }
-        Ok(())
+                append(&part.path, &buf)?;
+                part.bytes += buf.len() as u64;
+                Ok(())
+            })
     }
 }
 
@@ -260,16 +268,27 @@ impl Block<'_> {
     /// into `strings`.
     pub fn push_events(&self, op: u32, strings: &mut Interner, into: &mut Vec<Event>) {
         into.reserve(self.events.len());
+        // The events of an operation mostly repeat its target and message ID: each string
+        // is compared with the one before it in its place before it is looked up.
+        let mut last: [Option<(&[u8], Sym)>; 4] = [None; 4];
         for e in self.events {
-            let mut intern = |s: Option<(u32, u32)>| {
-                s.map(|(from, to)| strings.intern(text(&self.bytes[from as usize..to as usize])))
-            };
-            let [target, message_id, span_id, parent_id] = e.strings;
+            let mut syms = [None; 4];
+            for ((sym, range), last) in syms.iter_mut().zip(e.strings).zip(&mut last) {
+                let Some((from, to)) = range else { continue };
+                let bytes = &self.bytes[from as usize..to as usize];
+                let id = match *last {
+                    Some((seen, id)) if seen == bytes => id,
+                    _ => strings.intern(text(bytes)),
+                };
+                *last = Some((bytes, id));
+                *sym = Some(id);
+            }
+            let [target, message_id, span_id, parent_id] = syms;
             let fields = EventFields {
-                target: intern(target),
-                message_id: intern(message_id),
-                span_id: intern(span_id),
-                parent_id: intern(parent_id),
+                target,
+                message_id,
+                span_id,
+                parent_id,
                 ..e.fields
             };
             into.push(Event::new(e.source, op, e.hop, e.timing, fields));
