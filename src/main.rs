@@ -491,6 +491,23 @@ struct RowsOut {
 
 impl RowsOut {
     fn open(config: &AnalyzeConfig) -> Result<RowsOut> {
+        // The rows are written while the inputs may still be read (a merge reads partial
+        // files again): writing over one of them would destroy it mid-run.
+        if let OutputTarget::File(out) = &config.output {
+            let same = |input: &InputPath| match input {
+                InputPath::File(p) => std::fs::canonicalize(p)
+                    .ok()
+                    .zip(std::fs::canonicalize(out).ok())
+                    .is_some_and(|(a, b)| a == b),
+                InputPath::Stdin => false,
+            };
+            if config.input.paths.iter().any(same) {
+                anyhow::bail!(
+                    "--output '{}' is also an input: the report would overwrite it while it is read; write it to another file",
+                    out.display()
+                );
+            }
+        }
         let rows = match report::row_format(config.format) {
             Some(format) => {
                 let out = ClosedPipe {

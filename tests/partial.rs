@@ -355,4 +355,22 @@ fn partials_of_another_version_or_other_rules_are_refused() {
         refused.stderr
     );
     assert!(!out.exists(), "a failed merge left {}", out.display());
+
+    // Rows written over a partial the merge still reads would destroy it: refused first.
+    let before = std::fs::read(&parts[1]).unwrap();
+    let refused = merge(
+        &parts,
+        &["--format", "jsonl", "-o", &parts[1].display().to_string()],
+    );
+    refused.expect_code(2);
+    assert!(
+        refused.stderr.contains("is also an input"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(
+        std::fs::read(&parts[1]).unwrap(),
+        before,
+        "the partial was changed"
+    );
 }
