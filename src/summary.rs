@@ -6,6 +6,7 @@
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
+pub use crate::analysis::tally::OverlapSummary;
 use crate::analysis::{Analysis, OperationResult};
 use crate::burst::Burst;
 use crate::classify::{Class, FindingLabel};
@@ -140,16 +141,6 @@ pub struct FindingCount {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct OverlapSummary {
-    /// Operations with overlap.
-    pub operations: u64,
-    /// Sum of the operations' overlap_ms.
-    pub total_ms: f64,
-    /// Largest overlap_ms of one operation.
-    pub max_ms: f64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BurstSummary {
     pub count: u64,
     /// Distinct operations with a retry in some burst.
@@ -266,11 +257,7 @@ pub fn summarize(analysis: &Analysis, rules: &Rules) -> anyhow::Result<Summary> 
     let tally = &analysis.tally;
     let operations = tally.operations;
     let per_hop = hop_aggregates(&analysis.stats);
-    let overlap = OverlapSummary {
-        operations: tally.overlap.operations,
-        total_ms: tally.overlap.total_ms,
-        max_ms: tally.overlap.max_ms,
-    };
+    let overlap = tally.overlap.clone();
     let mut findings: Vec<FindingCount> = tally
         .findings
         .iter()

@@ -46,12 +46,14 @@ impl RowSink for Both<'_, '_> {
 }
 
 /// Overlap added up over operations, in key order (so that the sum of the floating-point
-/// values is the same however the input was split).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OverlapTally {
+/// values is the same however the input was split): the summary's `overlap` as it is.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OverlapSummary {
     /// Operations with overlap.
     pub operations: u64,
+    /// Sum of the operations' overlap_ms.
     pub total_ms: Millis,
+    /// Largest overlap_ms of one operation.
     pub max_ms: Millis,
 }
 
@@ -67,7 +69,7 @@ pub struct Tally {
     pub findings: BTreeMap<Finding, u64>,
     /// Operations with a finding of each kind at some hop, in [`FindingKind::ALL`] order.
     kinds: [u64; FindingKind::ALL.len()],
-    pub overlap: OverlapTally,
+    pub overlap: OverlapSummary,
     /// How many worst operations are kept.
     top: usize,
     /// The worst operations so far: at most `2 × top`, trimmed to `top` when full, so
@@ -87,7 +89,7 @@ impl Tally {
             classes: [0; Class::ALL.len()],
             findings: BTreeMap::new(),
             kinds: [0; FindingKind::ALL.len()],
-            overlap: OverlapTally::default(),
+            overlap: OverlapSummary::default(),
             top,
             worst: Vec::new(),
             trimmed: false,

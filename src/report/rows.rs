@@ -1,8 +1,8 @@
 //! Per-operation formats: JSON Lines (one object per operation), and CSV and Parquet (via
 //! polars, with one `<hop>_attempts` column per hop, like the usual jq funnel one-liner).
 //!
-//! The rows are written as they come ([`RowWriter`]), a batch at a time: the table is never
-//! built whole in memory, whatever the number of operations.
+//! The rows are written as they come ([`RowWriter`]), CSV and Parquet a batch at a time:
+//! the table is never built whole in memory, whatever the number of operations.
 //!
 //! JSON Lines and Parquet keep the input's IDs as they were (JSON escapes what it must).
 //! CSV is opened in spreadsheets, so its text cells go through [`escape::csv_cell`]: a
@@ -131,8 +131,9 @@ enum Sink<W: Write> {
     Parquet(Box<polars::io::parquet::write::BatchedWriter<W>>),
 }
 
-/// Writes per-operation rows as they come, [`ROWS_PER_BATCH`] at a time, in the order
-/// given: the same bytes as writing the whole table at once, in bounded memory.
+/// Writes per-operation rows as they come (CSV and Parquet [`ROWS_PER_BATCH`] at a time),
+/// in the order given: the same bytes as writing the whole table at once, in bounded
+/// memory.
 pub struct RowWriter<W: Write> {
     hops: HopOrder,
     batch: Vec<OperationResult>,
@@ -166,24 +167,11 @@ impl<W: Write> RowWriter<W> {
         })
     }
 
-    /// Adds a row; a full batch is written.
-    pub fn push(&mut self, row: OperationResult) -> anyhow::Result<()> {
-        self.batch.push(row);
-        if self.batch.len() == ROWS_PER_BATCH {
-            self.flush_batch()?;
-        }
-        Ok(())
-    }
-
     fn flush_batch(&mut self) -> anyhow::Result<()> {
         let hops = &self.hops;
         match &mut self.sink {
-            Sink::Jsonl(out) => {
-                for row in &self.batch {
-                    serde_json::to_writer(&mut *out, &OperationRecord::new(row, hops))?;
-                    out.write_all(b"\n")?;
-                }
-            }
+            // Written row by row (see `row`): nothing is batched.
+            Sink::Jsonl(_) => {}
             Sink::Csv(out) => {
                 if !self.batch.is_empty() {
                     out.write_batch(&operation_frame(&self.batch, hops, escape::csv_cell)?)?;
@@ -214,9 +202,19 @@ impl<W: Write> RowWriter<W> {
     }
 }
 
-/// The merge's rows, as it makes them.
+/// The merge's rows, as it makes them: a JSON Lines row is written at once (into the
+/// buffered writer), a CSV or Parquet row joins the batch, written when full.
 impl<W: Write> RowSink for RowWriter<W> {
     fn row(&mut self, row: &OperationResult) -> anyhow::Result<()> {
-        self.push(row.clone())
+        if let Sink::Jsonl(out) = &mut self.sink {
+            serde_json::to_writer(&mut *out, &OperationRecord::new(row, &self.hops))?;
+            out.write_all(b"\n")?;
+            return Ok(());
+        }
+        self.batch.push(row.clone());
+        if self.batch.len() == ROWS_PER_BATCH {
+            self.flush_batch()?;
+        }
+        Ok(())
     }
 }
