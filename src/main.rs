@@ -302,6 +302,7 @@ fn analyze_partitions(
     release_free_memory();
     let mut partials = Vec::new();
     let dir = read.partitions(|mut part, dir| {
+        crate::profile::note("partition read back");
         // Each partition knows the trace end of all the input: nothing is deferred.
         let mut partial = partial::build(&mut part, rules, keep, true)?;
         drop(part);
@@ -309,6 +310,7 @@ fn analyze_partitions(
         // in memory, and the merge reads the retry starts one hop at a time.
         if let Some(dir) = dir {
             partial.spill(dir, &format!("partition-{}", partials.len()))?;
+            crate::profile::note("partition spilled");
         }
         partials.push(partial);
         release_free_memory();

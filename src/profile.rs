@@ -2,7 +2,11 @@
 //! wall time and the process's resident memory after it go to stderr. Off by default;
 //! BENCHMARKS.md's "where the time goes" comes from it.
 
+use std::sync::OnceLock;
 use std::time::Instant;
+
+/// When the first stage began: mid-stage notes print the time since then.
+static START: OnceLock<Instant> = OnceLock::new();
 
 pub struct Stages {
     enabled: bool,
@@ -11,6 +15,7 @@ pub struct Stages {
 
 impl Stages {
     pub fn from_env() -> Stages {
+        START.get_or_init(Instant::now);
         Stages {
             enabled: std::env::var_os("ATTEMPT_FUNNEL_PROFILE").is_some_and(|v| v != "0"),
             since: Instant::now(),
@@ -38,11 +43,13 @@ pub fn resident_mb() -> Option<u64> {
     Some(pages * 4096 / (1 << 20))
 }
 
-/// A mid-stage mark, printed only when profiling is on.
+/// A mid-stage mark with the time since the first stage began, printed only when
+/// profiling is on.
 pub fn note(what: &str) {
     if std::env::var_os("ATTEMPT_FUNNEL_PROFILE").is_some_and(|v| v != "0") {
+        let at = START.get_or_init(Instant::now).elapsed().as_secs_f64();
         eprintln!(
-            "profile:   {what:<24}             rss {:>6} MB",
+            "profile:   {what:<24} at {at:>7.3} s   rss {:>6} MB",
             resident_mb().unwrap_or(0)
         );
     }
