@@ -1064,13 +1064,13 @@ mod tests {
     fn row(n: u32) -> Row {
         Row {
             key: OperationKey {
-                test_run_id: (n % 2 == 0).then(|| format!("run-{n}").into()),
+                test_run_id: n.is_multiple_of(2).then(|| format!("run-{n}").into()),
                 operation_id: format!("op-{n}-é").into(),
             },
             pending: Pending {
                 class_without_burst: Class::ALL[n as usize % Class::ALL.len()],
                 class_in_burst: Class::SynchronizedBurst,
-                first_multiplying_hop: (n % 3 == 0).then_some(1),
+                first_multiplying_hop: n.is_multiple_of(3).then_some(1),
                 funnel: vec![n, 2 * n, 7],
                 findings: (0..n % 4)
                     .map(|i| Finding {
@@ -1079,7 +1079,7 @@ mod tests {
                     })
                     .collect(),
                 first_start_ms: 1_700_000_000_000.1 + f64::from(n),
-                last_finish_ms: (n % 5 != 0).then_some(0.1 + 0.2),
+                last_finish_ms: (!n.is_multiple_of(5)).then_some(0.1 + 0.2),
                 overlap_ms: f64::from(n) / 3.0,
                 final_outcome: FINAL_OUTCOMES[n as usize % 3],
             },
