@@ -301,11 +301,11 @@ fn analyze_partitions(
     }
     release_free_memory();
     let mut partials = Vec::new();
-    let dir = read.partitions(|mut part, dir| {
+    let dir = read.partitions(|part, dir| {
         crate::profile::note("partition read back");
-        // Each partition knows the trace end of all the input: nothing is deferred.
-        let mut partial = partial::build(&mut part, rules, keep, true)?;
-        drop(part);
+        // Each partition knows the trace end of all the input: nothing is deferred. Its
+        // events are dropped once analysed; its strings are read into again.
+        let mut partial = partial::build(part, rules, keep, true)?;
         // Its rows and retry starts wait on disk for the merge: no partition's rows stay
         // in memory, and the merge reads the retry starts one hop at a time.
         if let Some(dir) = dir {
