@@ -283,12 +283,11 @@ pub struct Block<'r> {
     bytes: &'r [u8],
 }
 
-/// An event read back, its strings not yet interned: each a range of the batch's bytes.
+/// An event read back, built apart from its operation and strings (built on the decoding
+/// thread, it is only copied on the interning one); its strings not yet interned, each a
+/// range of the batch's bytes.
 struct SpilledEvent {
-    source: SourceRef,
-    hop: u16,
-    timing: Timing,
-    fields: EventFields,
+    event: Event,
     strings: [Option<(u32, u32)>; 4],
 }
 
@@ -312,15 +311,9 @@ impl Block<'_> {
                 *last = Some((bytes, id));
                 *sym = Some(id);
             }
-            let [target, message_id, span_id, parent_id] = syms;
-            let fields = EventFields {
-                target,
-                message_id,
-                span_id,
-                parent_id,
-                ..e.fields
-            };
-            into.push(Event::new(e.source, op, e.hop, e.timing, fields));
+            let mut event = e.event.with_strings(syms);
+            event.op = op;
+            into.push(event);
         }
     }
 }
@@ -683,24 +676,22 @@ fn get_event(d: &mut Decoder) -> Result<SpilledEvent, Stop> {
     }
     let delay_ms = has(HAS_DELAY).then(|| d.f32()).transpose()?;
     let retry_after_ms = has(HAS_RETRY_AFTER).then(|| d.f32()).transpose()?;
+    let fields = EventFields {
+        attempt,
+        delivery,
+        target: None,
+        message_id: None,
+        span_id: None,
+        parent_id: None,
+        delay_ms: delay_ms.map(f64::from),
+        retry_after_ms: retry_after_ms.map(f64::from),
+        outcome,
+        effect: has(EFFECT),
+        hidden: has(HIDDEN),
+        untimed: has(UNTIMED),
+    };
     Ok(SpilledEvent {
-        source,
-        hop,
-        timing,
-        fields: EventFields {
-            attempt,
-            delivery,
-            target: None,
-            message_id: None,
-            span_id: None,
-            parent_id: None,
-            delay_ms: delay_ms.map(f64::from),
-            retry_after_ms: retry_after_ms.map(f64::from),
-            outcome,
-            effect: has(EFFECT),
-            hidden: has(HIDDEN),
-            untimed: has(UNTIMED),
-        },
+        event: Event::new(source, 0, hop, timing, fields),
         strings,
     })
 }
