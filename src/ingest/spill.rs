@@ -180,13 +180,11 @@ impl Parts {
             .zip(by_part)
             .filter(|(_, ops)| !ops.is_empty())
             .try_for_each(|(part, ops)| {
-                // Room for a typical event (about 50 bytes) at once, not by doubling:
-                // pages never written are never touched.
-                let events: usize = ops
-                    .iter()
-                    .map(|&op| (offsets[op as usize + 1] - offsets[op as usize]) as usize)
-                    .sum();
-                let mut buf = Vec::with_capacity(events * 64);
+                // Written a piece at a time: encoding a whole spill before writing it
+                // held another copy of the events (a quarter of a 1 M-operation run's
+                // peak memory).
+                let mut file = Appender::open(&part.path)?;
+                let mut buf = Vec::with_capacity(SPILL_WRITE_BYTES + (64 << 10));
                 for op in ops {
                     let range = offsets[op as usize] as usize..offsets[op as usize + 1] as usize;
                     let (run, id) = key(op as usize);
@@ -195,22 +193,44 @@ impl Parts {
                         put_event(&mut buf, &from.events[i as usize], strings);
                     }
                     part.events += range.len() as u64;
+                    if buf.len() >= SPILL_WRITE_BYTES {
+                        file.write(&buf)?;
+                        part.bytes += buf.len() as u64;
+                        buf.clear();
+                    }
                 }
-                append(&part.path, &buf)?;
+                file.write(&buf)?;
                 part.bytes += buf.len() as u64;
                 Ok(())
             })
     }
 }
 
-/// Appends `bytes` to the file at `path`; a full disk says which directory and what to do.
-fn append(path: &Path, bytes: &[u8]) -> Result<()> {
-    let written = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(bytes));
-    written.map_err(|e| write_error(path, e))
+/// How much of a part is encoded before it is written: large enough for few writes,
+/// small enough not to count against the budget.
+const SPILL_WRITE_BYTES: usize = 1 << 20;
+
+/// A spill file opened for appending; a full disk says which directory and what to do.
+struct Appender<'a> {
+    file: File,
+    path: &'a Path,
+}
+
+impl<'a> Appender<'a> {
+    fn open(path: &'a Path) -> Result<Appender<'a>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| write_error(path, e))?;
+        Ok(Appender { file, path })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.file
+            .write_all(bytes)
+            .map_err(|e| write_error(self.path, e))
+    }
 }
 
 fn write_error(path: &Path, e: std::io::Error) -> anyhow::Error {
@@ -1020,7 +1040,9 @@ mod tests {
         };
         let spill = Spill::create(&budget, 2).unwrap();
         let part = &spill.partitions.parts[0];
-        append(&part.path, &[0, 3, b'o', b'p']).unwrap();
+        Appender::open(&part.path)
+            .and_then(|mut f| f.write(&[0, 3, b'o', b'p']))
+            .unwrap();
         let mut batch = Batch::default();
         let err = PartReader::open(part)
             .unwrap()
