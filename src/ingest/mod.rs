@@ -335,24 +335,32 @@ fn clear_events(ingested: &mut Ingested, start: usize, keys: &mut Keys) {
     ingested.events.truncate(start);
     ingested.operations.clear();
     ingested.strings.clear();
-    keys.index.clear();
+    keys.clear();
 }
 
 /// What the events, their operation table and strings hold in memory, in bytes (as
 /// filled: a vector's spare capacity is never touched, so it costs no memory).
 fn held_bytes(ingested: &Ingested, keys: &Keys) -> u64 {
-    let entry = std::mem::size_of::<((Option<Sym>, Sym), u32)>() + 1;
     (ingested.events.len() * std::mem::size_of::<Event>()
-        + ingested.operations.len() * std::mem::size_of::<(Option<Sym>, Sym)>()
-        + keys.index.len() * entry) as u64
+        + ingested.operations.len() * std::mem::size_of::<(Option<Sym>, Sym)>()) as u64
+        + keys.heap_bytes()
         + ingested.strings.heap_bytes()
 }
 
 /// The operation table's index: each (test run, operation) key once.
 #[derive(Default)]
 struct Keys {
+    /// By the operation ID's string: the first operation with that ID. Almost every ID
+    /// belongs to one test run, and a vector indexed by string is cheaper than hashing the
+    /// pair: strings are numbered as they first appear, so IDs read close together are
+    /// close together in it. [`NO_OPERATION`] where the string is no operation's ID.
+    by_id: Vec<u32>,
+    /// The other (test run, operation) keys: an ID seen again under another test run.
     index: HashMap<(Option<Sym>, Sym), u32, foldhash::fast::FixedState>,
 }
+
+/// In [`Keys::by_id`]: no operation has this string as its ID.
+const NO_OPERATION: u32 = u32::MAX;
 
 impl Keys {
     /// The index of an operation in `ingested`'s table, added when new.
@@ -360,11 +368,34 @@ impl Keys {
         let run = run.map(|r| ingested.strings.intern(r));
         let id = ingested.strings.intern(id);
         let next = ingested.operations.len() as u32;
-        let op = *self.index.entry((run, id)).or_insert(next);
+        if self.by_id.len() <= id as usize {
+            let len = (id as usize + 1).max(2 * self.by_id.len());
+            self.by_id.resize(len, NO_OPERATION);
+        }
+        let first = self.by_id[id as usize];
+        let op = if first == NO_OPERATION {
+            self.by_id[id as usize] = next;
+            next
+        } else if ingested.operations[first as usize].0 == run {
+            first
+        } else {
+            *self.index.entry((run, id)).or_insert(next)
+        };
         if op == next {
             ingested.operations.push((run, id));
         }
         op
+    }
+
+    fn clear(&mut self) {
+        self.by_id.clear();
+        self.index.clear();
+    }
+
+    /// What the index holds in memory, in bytes.
+    fn heap_bytes(&self) -> u64 {
+        let entry = std::mem::size_of::<((Option<Sym>, Sym), u32)>() + 1;
+        (self.by_id.len() * std::mem::size_of::<u32>() + self.index.len() * entry) as u64
     }
 }
 
@@ -551,8 +582,10 @@ impl<'c> Reader<'c> {
         let mut events =
             (bytes_on_disk.unwrap_or(0) / MIN_EVENT_LINE_BYTES).min(MAX_EVENTS_RESERVED);
         if let Some(budget) = &self.budget {
-            // Half the budget: the strings and the operation table take the rest.
-            events = events.min(budget.events_bytes() / 2 / std::mem::size_of::<Event>() as u64);
+            // As many as the budget could hold: were the vector to outgrow its room, it
+            // would be copied into one twice as large and both held at once (a quarter
+            // of a 1 M-operation run's peak). Room never filled is never touched.
+            events = events.min(budget.events_bytes() / std::mem::size_of::<Event>() as u64);
         }
         self.out.events.reserve(events as usize);
     }
@@ -1334,6 +1367,40 @@ mod tests {
             "{}",
             got.diagnostics.issues()[0].message
         );
+    }
+
+    #[test]
+    fn an_operation_id_under_two_test_runs_is_two_operations() {
+        let lines = [
+            r#"{"operation_id":"a","test_run_id":"r1","start_ms":1}"#,
+            r#"{"operation_id":"a","start_ms":2}"#,
+            r#"{"operation_id":"r1","test_run_id":"a","start_ms":3}"#,
+            r#"{"operation_id":"a","test_run_id":"r2","start_ms":4}"#,
+            r#"{"operation_id":"a","start_ms":5}"#,
+            r#"{"operation_id":"a","test_run_id":"r1","start_ms":6}"#,
+            r#"{"operation_id":"a","test_run_id":"r2","start_ms":7}"#,
+        ];
+        let got = ingest_bytes(lines.join("\n").as_bytes(), BadInputPolicy::Report).unwrap();
+        let key = |e: &Event| {
+            let (run, id) = got.operations[e.op as usize];
+            (run.map(|r| got.strings.resolve(r)), got.strings.resolve(id))
+        };
+        let keys: Vec<_> = got.events.iter().map(key).collect();
+        assert_eq!(
+            keys,
+            [
+                (Some("r1"), "a"),
+                (None, "a"),
+                (Some("a"), "r1"),
+                (Some("r2"), "a"),
+                (None, "a"),
+                (Some("r1"), "a"),
+                (Some("r2"), "a"),
+            ]
+        );
+        let ops: Vec<u32> = got.events.iter().map(|e| e.op).collect();
+        assert_eq!(ops, [0, 1, 2, 3, 1, 0, 3]);
+        assert_eq!(got.operations.len(), 4);
     }
 
     #[test]

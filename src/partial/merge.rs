@@ -143,26 +143,52 @@ pub fn merge(
         .collect();
     sources.push(Box::new(late_rows.into_iter().map(Ok)));
     stats.merge(&late.stats)?;
-    let mut previous: Option<OperationKey> = None;
-    let mut rows = KWay::new(sources)?;
-    while let Some((row, id)) = rows.next_row()? {
-        if previous.as_ref() == Some(&row.key) {
-            bail!(
-                "operation {} is in two partials: partials must split the input by operation (all events of an operation in one partition), see docs/scale.md",
-                row.key
-            );
-        }
-        for &(_, _, b) in in_bursts.of(id) {
-            let list = &mut burst_operations[b as usize];
-            if list.len() < BURST_OPERATIONS_LISTED && list.last() != Some(&row.key) {
-                list.push(row.key.clone());
+    // Rows are read and merged on a thread of their own while this one decides, tallies
+    // and writes them: the two halves took about as long, one after the other.
+    std::thread::scope(|scope| -> Result<()> {
+        let (batches, merged) = std::sync::mpsc::sync_channel::<Result<Vec<(Row, u32)>>>(4);
+        scope.spawn(move || {
+            let sent = KWay::new(sources).and_then(|mut rows| loop {
+                let mut batch = Vec::with_capacity(ROWS_PER_BATCH);
+                while batch.len() < ROWS_PER_BATCH {
+                    match rows.next_row()? {
+                        Some(row) => batch.push(row),
+                        None => break,
+                    }
+                }
+                let last = batch.len() < ROWS_PER_BATCH;
+                // A send fails only when the receiving side stopped on an error of its own.
+                if batches.send(Ok(batch)).is_err() || last {
+                    return Ok(());
+                }
+            });
+            if let Err(e) = sent {
+                let _ = batches.send(Err(e));
+            }
+        });
+        let mut previous: Option<OperationKey> = None;
+        for batch in merged {
+            for (row, id) in batch? {
+                if previous.as_ref() == Some(&row.key) {
+                    bail!(
+                        "operation {} is in two partials: partials must split the input by operation (all events of an operation in one partition), see docs/scale.md",
+                        row.key
+                    );
+                }
+                for &(_, _, b) in in_bursts.of(id) {
+                    let list = &mut burst_operations[b as usize];
+                    if list.len() < BURST_OPERATIONS_LISTED && list.last() != Some(&row.key) {
+                        list.push(row.key.clone());
+                    }
+                }
+                let result = row.pending.resolve(row.key, &in_bursts.hops(id));
+                tally.add(&result);
+                sink.row(&result)?;
+                previous = Some(result.key);
             }
         }
-        let result = row.pending.resolve(row.key, &in_bursts.hops(id));
-        tally.add(&result);
-        sink.row(&result)?;
-        previous = Some(result.key);
-    }
+        Ok(())
+    })?;
     tally.finish();
     crate::profile::note("results");
 
@@ -311,7 +337,11 @@ fn kept_operations(
 }
 
 /// Rows in key order with their index in the merge, from a partial or the deferred ones.
-type Source = Box<dyn Iterator<Item = Result<(Row, u32)>>>;
+type Source = Box<dyn Iterator<Item = Result<(Row, u32)>> + Send>;
+
+/// Rows handed from the thread that reads and merges them to the one that writes them, at
+/// a time.
+const ROWS_PER_BATCH: usize = 1024;
 
 /// The k-way merge of row sources sorted by key: rows come out in key order, holding one
 /// row per source at a time.
