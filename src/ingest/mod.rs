@@ -270,7 +270,8 @@ fn read_part(
         return Ok(());
     }
     let mut reader = spill::PartReader::open(part)?;
-    keys.index.clear();
+    // The index of the part before, whose strings (its keys) are gone from `into`.
+    keys.clear();
     let start = into.events.len();
     if split.is_none() {
         // The part is read whole: its events at once, not by doubling (and copying).
