@@ -408,6 +408,19 @@ impl Event {
         (self.attempt != 0).then_some(self.attempt)
     }
 
+    /// The event with its strings (target, message ID, span ID, parent ID) set: how an
+    /// event decoded apart from its strings gets them once they are interned.
+    pub fn with_strings(self, strings: [Option<Sym>; 4]) -> Event {
+        let [target, message_id, span_id, parent_id] = strings.map(sym_in);
+        Event {
+            target,
+            message_id,
+            span_id,
+            parent_id,
+            ..self
+        }
+    }
+
     pub fn fields(&self) -> EventFields {
         EventFields {
             attempt: self.attempt(),

@@ -247,23 +247,52 @@ fn write_error(path: &Path, e: std::io::Error) -> anyhow::Error {
     }
 }
 
-/// The decoded blocks of a spill file, one operation's events at a time. The file is read
-/// in large pieces and decoded from memory: no call per byte, no string allocated per
-/// event (a tenth of a spilled run went there).
+/// Reads a spill file in batches of decoded blocks. The file is read in large pieces and
+/// decoded from memory: no call per byte, no string allocated per event (a tenth of a
+/// spilled run went there). A batch owns its bytes, so one thread can decode the next
+/// batch while another interns the last one.
 pub struct PartReader {
     file: File,
     path: PathBuf,
-    /// Bytes read from the file; `buf[at..filled]` are not decoded yet.
-    buf: Vec<u8>,
-    at: usize,
-    filled: usize,
+    /// Bytes read and not decoded yet: the start of a block the last batch cut off.
+    carry: Vec<u8>,
     eof: bool,
-    /// The events of the last block, their strings as ranges of `buf`.
+}
+
+/// Bytes read from a spill file per batch (more when one block is larger): about 20 000
+/// events, so the few batches in flight take a few megabytes.
+const BATCH_BYTES: usize = 1 << 20;
+
+/// Blocks decoded from a spill file, and the bytes their strings point into. Refilled
+/// again and again: its buffers are kept.
+#[derive(Default)]
+pub struct Batch {
+    bytes: Vec<u8>,
+    blocks: Vec<BlockAt>,
     events: Vec<SpilledEvent>,
 }
 
-/// Bytes read from a spill file at a time (more when one block is larger).
-const READ_BYTES: usize = 1 << 20;
+/// Where a decoded block is in its batch: its key as ranges of the bytes, its events as a
+/// range of the events.
+struct BlockAt {
+    run: Option<(u32, u32)>,
+    id: (u32, u32),
+    events: std::ops::Range<usize>,
+}
+
+impl Batch {
+    /// The batch's blocks, in file order.
+    pub fn blocks(&self) -> impl Iterator<Item = Block<'_>> {
+        let bytes = &self.bytes[..];
+        let range = move |(from, to): (u32, u32)| text(&bytes[from as usize..to as usize]);
+        self.blocks.iter().map(move |b| Block {
+            run: b.run.map(range),
+            id: range(b.id),
+            events: &self.events[b.events.clone()],
+            bytes,
+        })
+    }
+}
 
 /// One block: an operation's key and its events (their strings still as text).
 pub struct Block<'r> {
@@ -274,12 +303,11 @@ pub struct Block<'r> {
     bytes: &'r [u8],
 }
 
-/// An event read back, its strings not yet interned: each a range of the block's bytes.
+/// An event read back, built apart from its operation and strings (built on the decoding
+/// thread, it is only copied on the interning one); its strings not yet interned, each a
+/// range of the batch's bytes.
 struct SpilledEvent {
-    source: SourceRef,
-    hop: u16,
-    timing: Timing,
-    fields: EventFields,
+    event: Event,
     strings: [Option<(u32, u32)>; 4],
 }
 
@@ -303,15 +331,9 @@ impl Block<'_> {
                 *last = Some((bytes, id));
                 *sym = Some(id);
             }
-            let [target, message_id, span_id, parent_id] = syms;
-            let fields = EventFields {
-                target,
-                message_id,
-                span_id,
-                parent_id,
-                ..e.fields
-            };
-            into.push(Event::new(e.source, op, e.hop, e.timing, fields));
+            let mut event = e.event.with_strings(syms);
+            event.op = op;
+            into.push(event);
         }
     }
 }
@@ -328,81 +350,81 @@ impl PartReader {
         Ok(PartReader {
             file,
             path: part.path.clone(),
-            buf: Vec::new(),
-            at: 0,
-            filled: 0,
+            carry: Vec::new(),
             eof: false,
-            events: Vec::new(),
         })
     }
 
-    /// The next block, or `None` at the end of the file.
-    pub fn next_block(&mut self) -> Result<Option<Block<'_>>> {
-        let damaged_file = |path: &Path| {
-            format!(
-                "the spill file '{}' is damaged (was it changed while the run went on?)",
-                path.display()
-            )
-        };
-        let header = loop {
-            if self.at == self.filled {
-                if self.eof {
-                    return Ok(None);
-                }
-                self.refill()?;
-                continue;
+    /// Fills `batch` with the next whole blocks, at least one; `false` at the end of the
+    /// file.
+    pub fn fill(&mut self, batch: &mut Batch) -> Result<bool> {
+        batch.bytes.clear();
+        batch.bytes.append(&mut self.carry);
+        batch.blocks.clear();
+        batch.events.clear();
+        let mut want = BATCH_BYTES;
+        loop {
+            if !self.eof && batch.bytes.len() < want {
+                self.read_to(&mut batch.bytes, want)?;
             }
             let mut d = Decoder {
-                bytes: &self.buf[self.at..self.filled],
+                bytes: &batch.bytes,
                 at: 0,
             };
-            match decode_block(&mut d, &mut self.events) {
-                Ok(header) => break header,
-                Err(Stop::More) if !self.eof => self.refill()?,
-                Err(Stop::More) => {
-                    return Err(damaged("cut short")).with_context(|| damaged_file(&self.path))
-                }
-                Err(Stop::Damaged(what)) => {
-                    return Err(damaged(what)).with_context(|| damaged_file(&self.path))
+            // The end of the last whole block decoded.
+            let mut used = 0;
+            while d.at < d.bytes.len() {
+                let first = batch.events.len();
+                match decode_block(&mut d, &mut batch.events) {
+                    Ok(header) => {
+                        batch.blocks.push(BlockAt {
+                            run: header.run,
+                            id: header.id,
+                            events: first..batch.events.len(),
+                        });
+                        used = d.at;
+                    }
+                    Err(Stop::More) => {
+                        batch.events.truncate(first);
+                        break;
+                    }
+                    Err(Stop::Damaged(what)) => return Err(self.damaged(what)),
                 }
             }
-        };
-        let bytes = &self.buf[self.at..self.filled];
-        self.at += header.used;
-        let range = |(from, to): (u32, u32)| text(&bytes[from as usize..to as usize]);
-        Ok(Some(Block {
-            run: header.run.map(range),
-            id: range(header.id),
-            events: &self.events,
-            bytes,
-        }))
+            if !batch.blocks.is_empty() {
+                // The block cut off at the end starts the next batch.
+                self.carry.extend_from_slice(&batch.bytes[used..]);
+                batch.bytes.truncate(used);
+                return Ok(true);
+            }
+            if self.eof {
+                if batch.bytes.is_empty() {
+                    return Ok(false);
+                }
+                return Err(self.damaged("cut short"));
+            }
+            // One block larger than the bytes read: read more.
+            want = batch.bytes.len() * 2;
+        }
     }
 
-    /// Reads more of the file after the bytes not decoded yet (moved to the front), making
-    /// room when a block does not fit.
-    fn refill(&mut self) -> Result<()> {
-        self.buf.copy_within(self.at..self.filled, 0);
-        self.filled -= self.at;
-        self.at = 0;
-        if self.buf.len() < self.filled + READ_BYTES / 2 {
-            let len = (self.buf.len() * 2).max(READ_BYTES);
-            self.buf.resize(len, 0);
-        }
-        while self.filled < self.buf.len() {
-            match self.file.read(&mut self.buf[self.filled..]) {
-                Ok(0) => {
-                    self.eof = true;
-                    break;
-                }
-                Ok(n) => self.filled += n,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
-                    return Err(anyhow::Error::new(e).context(format!(
-                        "could not read the spill file '{}'",
-                        self.path.display()
-                    )))
-                }
-            }
+    fn damaged(&self, what: &str) -> anyhow::Error {
+        anyhow::Error::new(damaged(what)).context(format!(
+            "the spill file '{}' is damaged (was it changed while the run went on?)",
+            self.path.display()
+        ))
+    }
+
+    /// Reads on to `want` bytes in `bytes`, or to the end of the file.
+    fn read_to(&mut self, bytes: &mut Vec<u8>, want: usize) -> Result<()> {
+        let more = want - bytes.len();
+        bytes.reserve(more);
+        let read = (&mut self.file)
+            .take(more as u64)
+            .read_to_end(bytes)
+            .with_context(|| format!("could not read the spill file '{}'", self.path.display()))?;
+        if read < more {
+            self.eof = true;
         }
         Ok(())
     }
@@ -552,11 +574,10 @@ struct Decoder<'a> {
     at: usize,
 }
 
-/// Where a decoded block's key is in its bytes, and how many bytes it took.
+/// Where a decoded block's key is in the bytes.
 struct Header {
     run: Option<(u32, u32)>,
     id: (u32, u32),
-    used: usize,
 }
 
 impl Decoder<'_> {
@@ -617,7 +638,7 @@ impl Decoder<'_> {
     }
 }
 
-/// Decodes one block into its key and `events` (cleared first).
+/// Decodes one block into its key, its events appended to `events`.
 fn decode_block(d: &mut Decoder, events: &mut Vec<SpilledEvent>) -> Result<Header, Stop> {
     let run = match d.varint()? {
         0 => None,
@@ -626,17 +647,12 @@ fn decode_block(d: &mut Decoder, events: &mut Vec<SpilledEvent>) -> Result<Heade
     let id_len = d.varint()?;
     let id = d.string(id_len)?;
     let count = d.varint()?;
-    events.clear();
     // Every event takes at least 5 bytes: a count beyond the bytes left waits for more.
-    events.reserve(count.min((d.bytes.len() / 5) as u64) as usize);
+    events.reserve(count.min(((d.bytes.len() - d.at) / 5) as u64) as usize);
     for _ in 0..count {
         events.push(get_event(d)?);
     }
-    Ok(Header {
-        run,
-        id,
-        used: d.at,
-    })
+    Ok(Header { run, id })
 }
 
 fn get_event(d: &mut Decoder) -> Result<SpilledEvent, Stop> {
@@ -680,24 +696,22 @@ fn get_event(d: &mut Decoder) -> Result<SpilledEvent, Stop> {
     }
     let delay_ms = has(HAS_DELAY).then(|| d.f32()).transpose()?;
     let retry_after_ms = has(HAS_RETRY_AFTER).then(|| d.f32()).transpose()?;
+    let fields = EventFields {
+        attempt,
+        delivery,
+        target: None,
+        message_id: None,
+        span_id: None,
+        parent_id: None,
+        delay_ms: delay_ms.map(f64::from),
+        retry_after_ms: retry_after_ms.map(f64::from),
+        outcome,
+        effect: has(EFFECT),
+        hidden: has(HIDDEN),
+        untimed: has(UNTIMED),
+    };
     Ok(SpilledEvent {
-        source,
-        hop,
-        timing,
-        fields: EventFields {
-            attempt,
-            delivery,
-            target: None,
-            message_id: None,
-            span_id: None,
-            parent_id: None,
-            delay_ms: delay_ms.map(f64::from),
-            retry_after_ms: retry_after_ms.map(f64::from),
-            outcome,
-            effect: has(EFFECT),
-            hidden: has(HIDDEN),
-            untimed: has(UNTIMED),
-        },
+        event: Event::new(source, 0, hop, timing, fields),
         strings,
     })
 }
@@ -949,9 +963,8 @@ mod tests {
             .collect();
         let mut got = Vec::new();
         for part in &spill.partitions.parts {
-            let mut reader = PartReader::open(part).unwrap();
             let mut back = Interner::default();
-            while let Some(block) = reader.next_block().unwrap() {
+            each_block(part, |block| {
                 assert_eq!(partition_of(block.run, block.id, 7), part.residue);
                 let mut events = Vec::new();
                 block.push_events(0, &mut back, &mut events);
@@ -959,7 +972,7 @@ mod tests {
                 for event in &events {
                     got.push(described((block.run, block.id), event, &back));
                 }
-            }
+            });
         }
         expected.sort();
         got.sort();
@@ -990,17 +1003,16 @@ mod tests {
         let part = &spill.partitions.parts[1];
         let mut split = spill.split_parts(part, 4000, 1000).unwrap();
         assert_eq!(split.modulus, 3 * 6);
-        let mut reader = PartReader::open(part).unwrap();
         let mut back = Interner::default();
         let mut back_ops = Vec::new();
         let mut back_events = Vec::new();
-        while let Some(block) = reader.next_block().unwrap() {
+        each_block(part, |block| {
             let run = block.run.map(|r| back.intern(r));
             let id = back.intern(block.id);
             back_ops.push((run, id));
             let op = back_ops.len() as u32 - 1;
             block.push_events(op, &mut back, &mut back_events);
-        }
+        });
         split
             .write(EventsRef {
                 events: &back_events,
@@ -1014,10 +1026,9 @@ mod tests {
         );
         for sub in &split.parts {
             assert_eq!(sub.residue % 3, 1);
-            let mut reader = PartReader::open(sub).unwrap();
-            while let Some(block) = reader.next_block().unwrap() {
+            each_block(sub, |block| {
                 assert_eq!(partition_of(block.run, block.id, 18), sub.residue);
-            }
+            });
         }
     }
 
@@ -1032,7 +1043,75 @@ mod tests {
         Appender::open(&part.path)
             .and_then(|mut f| f.write(&[0, 3, b'o', b'p']))
             .unwrap();
-        let err = PartReader::open(part).unwrap().next_block().err().unwrap();
+        let mut batch = Batch::default();
+        let err = PartReader::open(part)
+            .unwrap()
+            .fill(&mut batch)
+            .unwrap_err();
         assert!(format!("{err:#}").contains("is damaged"), "{err:#}");
+    }
+
+    /// Calls `each` with every block of `part`'s file, in order.
+    fn each_block(part: &Part, mut each: impl FnMut(Block)) {
+        let mut reader = PartReader::open(part).unwrap();
+        let mut batch = Batch::default();
+        while reader.fill(&mut batch).unwrap() {
+            batch.blocks().for_each(&mut each);
+        }
+    }
+
+    #[test]
+    fn a_block_larger_than_a_batch_comes_back_whole_and_blocks_cut_off_carry_over() {
+        let mut strings = Interner::default();
+        let ops: Vec<(Option<Sym>, Sym)> = (0..3)
+            .map(|i| (None, strings.intern(&format!("op-{i}"))))
+            .collect();
+        // A target of 100 kB per event: operation 1's block is 3 MB, three batches' worth.
+        let long = strings.intern(&"x".repeat(100_000));
+        let counts = [10_000u32, 30, 10_000];
+        let mut events = Vec::new();
+        for (op, &count) in counts.iter().enumerate() {
+            for line in 0..count {
+                let fields = EventFields {
+                    target: (op == 1).then_some(long),
+                    ..Default::default()
+                };
+                let timing = Timing::Record {
+                    start_ms: Some(f64::from(line)),
+                    finish_ms: None,
+                };
+                let source = SourceRef { file: 0, line };
+                events.push(Event::new(source, op as u32, 0, timing, fields));
+            }
+        }
+        let budget = Budget {
+            limit_bytes: 1 << 20,
+            temp_dir: None,
+        };
+        let spill = Spill::create(&budget, 2).unwrap();
+        let mut one = Parts::new(&spill.dir, 1, 0, 1);
+        one.write(EventsRef {
+            events: &events,
+            operations: &ops,
+            strings: &strings,
+        })
+        .unwrap();
+        assert!(one.parts[0].bytes > 3 * BATCH_BYTES as u64);
+        let mut got = Vec::new();
+        each_block(&one.parts[0], |block| {
+            let mut back = Interner::default();
+            let mut events = Vec::new();
+            block.push_events(0, &mut back, &mut events);
+            let lines: Vec<u32> = events.iter().map(|e| e.source.line).collect();
+            let targets = events.iter().filter_map(|e| e.fields().target);
+            assert!(targets.map(|t| back.resolve(t)).all(|t| t.len() == 100_000));
+            got.push((block.id.to_string(), lines));
+        });
+        let expected: Vec<(String, Vec<u32>)> = counts
+            .iter()
+            .enumerate()
+            .map(|(op, &count)| (format!("op-{op}"), (0..count).collect()))
+            .collect();
+        assert_eq!(got, expected);
     }
 }
