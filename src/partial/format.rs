@@ -1086,17 +1086,19 @@ mod tests {
         }
     }
 
-    fn spill_path(name: &str) -> std::path::PathBuf {
-        std::env::temp_dir().join(format!("af-rows-{}-{name}", std::process::id()))
+    /// `count` rows written to a spill file named after `name`: the rows, the file.
+    fn spilled(count: u32, name: &str) -> (Vec<Row>, SpilledRows, std::path::PathBuf) {
+        let hops = HopOrder::new(vec!["caller".into(), "gateway".into(), "dependency".into()])
+            .expect("hops");
+        let rows: Vec<Row> = (0..count).map(row).collect();
+        let path = std::env::temp_dir().join(format!("af-rows-{}-{name}", std::process::id()));
+        let spilled = SpilledRows::write(&rows, &hops, &path).expect("written");
+        (rows, spilled, path)
     }
 
     #[test]
     fn spilled_rows_come_back_bit_for_bit() {
-        let hops = HopOrder::new(vec!["caller".into(), "gateway".into(), "dependency".into()])
-            .expect("hops");
-        let rows: Vec<Row> = (0..200).map(row).collect();
-        let path = spill_path("whole");
-        let spilled = SpilledRows::write(&rows, &hops, &path).expect("written");
+        let (rows, spilled, path) = spilled(200, "whole");
         let back: Vec<Row> = spilled
             .read()
             .expect("opened")
@@ -1115,11 +1117,7 @@ mod tests {
 
     #[test]
     fn a_spilled_rows_file_cut_short_is_an_error_that_names_it() {
-        let hops = HopOrder::new(vec!["caller".into(), "gateway".into(), "dependency".into()])
-            .expect("hops");
-        let rows: Vec<Row> = (0..10).map(row).collect();
-        let path = spill_path("cut");
-        let spilled = SpilledRows::write(&rows, &hops, &path).expect("written");
+        let (_, spilled, path) = spilled(10, "cut");
         let bytes = std::fs::read(&path).expect("read");
         std::fs::write(&path, &bytes[..bytes.len() - 3]).expect("cut");
         let read: Vec<Result<Row>> = spilled.read().expect("opened").collect();
