@@ -347,16 +347,12 @@ impl Worker {
             pass.stats.add(a, *role);
         }
         pass.stats.add_operation_start(facts.first_start_ms);
-        pass.retries.extend(facts.retry_starts.iter().map(|r| {
-            (
-                r.hop,
-                RetryPoint {
-                    start_ms: r.start_ms,
-                    op,
-                    delay_ms: r.delay_ms,
-                },
-            )
-        }));
+        pass.retries.extend(
+            facts
+                .retry_starts
+                .iter()
+                .map(|r| (r.hop, RetryPoint::new(r.start_ms, op, r.delay_ms))),
+        );
         for (h, f) in facts.hops.iter().enumerate() {
             pass.unfinished_per_hop[h] += u64::from(f.unfinished);
             pass.orphans_per_hop[h] += u64::from(f.orphans);
@@ -627,9 +623,9 @@ pub fn hop_bursts(hop: u16, mut points: Vec<RetryPoint>, rules: &Rules) -> Vec<B
             .total_cmp(&b.start_ms)
             .then(a.op.cmp(&b.op))
             .then(
-                a.delay_ms
+                a.delay_ms()
                     .map(f64::to_bits)
-                    .cmp(&b.delay_ms.map(f64::to_bits)),
+                    .cmp(&b.delay_ms().map(f64::to_bits)),
             )
     });
     find_bursts(hop, &points, rules.burst)

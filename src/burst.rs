@@ -34,12 +34,39 @@ pub const TIME_RESOLUTION_MS: Millis = 1.0;
 pub const NARROW_INSTANTS: usize = 48;
 
 /// One retry start, with the operation it belongs to.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub struct RetryPoint {
     pub start_ms: Millis,
     pub op: u32,
-    pub delay_ms: Option<Millis>,
+    /// The backoff before it, NaN when unknown: an `Option<Millis>` would make a point 32
+    /// bytes instead of 24, and the merge holds every retry start of a hop at once (13.4 M
+    /// of them at the gateway of 30 M operations: the run's peak).
+    delay_ms: Millis,
 }
+
+impl RetryPoint {
+    pub fn new(start_ms: Millis, op: u32, delay_ms: Option<Millis>) -> RetryPoint {
+        RetryPoint {
+            start_ms,
+            op,
+            // A delay is a difference of finite times or a declared finite number, so NaN
+            // is free to mean "unknown".
+            delay_ms: delay_ms.unwrap_or(Millis::NAN),
+        }
+    }
+
+    pub fn delay_ms(&self) -> Option<Millis> {
+        (!self.delay_ms.is_nan()).then_some(self.delay_ms)
+    }
+}
+
+impl PartialEq for RetryPoint {
+    fn eq(&self, other: &RetryPoint) -> bool {
+        (self.start_ms, self.op, self.delay_ms()) == (other.start_ms, other.op, other.delay_ms())
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<RetryPoint>() == 24);
 
 /// A detected burst at one hop.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,10 +109,16 @@ pub fn find_bursts(hop: u16, points: &[RetryPoint], params: BurstParams) -> Vec<
     if n < params.min_ops {
         return Vec::new();
     }
+    debug_assert!(
+        n < u32::MAX as usize,
+        "the merge refuses so many retry starts"
+    );
     let times: Vec<Millis> = points.iter().map(|p| p.start_ms).collect();
     let instants = Instants::new(&times);
     let need = first_end_with_ops(points, params.min_ops);
-    let ln_factorial = LnFactorial::up_to(n);
+    // Counts asked about are of points within one window: the table goes that far, not
+    // to n (at 30 M operations, 13.4 M retry starts at one hop: 107 MB of table).
+    let ln_factorial = LnFactorial::up_to(instants.most_in_a_window(&times, w));
     let threshold = BURST_P_VALUE.ln();
 
     let mut narrowed: Vec<Narrowed> = Vec::new();
@@ -95,12 +128,13 @@ pub fn find_bursts(hop: u16, points: &[RetryPoint], params: BurstParams) -> Vec<
     let mut end = 0;
     let mut edges = Edges::default();
     for (g, &i) in instants.starts.iter().enumerate() {
+        let i = i as usize;
         let t0 = times[i];
         end = end.max(instants.end_of(g));
         while end < n && times[end] <= t0 + w {
             end += 1;
         }
-        if need[i] > end || reach.is_some_and(|(from, to)| from <= i && end <= to) {
+        if need[i] as usize > end || reach.is_some_and(|(from, to)| from <= i && end <= to) {
             continue;
         }
         let lambda = edges.background(&times, t0, w);
@@ -156,7 +190,7 @@ fn burst_of(hop: u16, points: &[RetryPoint], m: Narrowed) -> Burst {
     let mut ops: Vec<u32> = points.iter().map(|p| p.op).collect();
     ops.sort_unstable();
     ops.dedup();
-    let delays = points.iter().filter_map(|p| p.delay_ms);
+    let delays = points.iter().filter_map(RetryPoint::delay_ms);
     Burst {
         hop,
         start_ms: points[0].start_ms,
@@ -171,9 +205,11 @@ fn burst_of(hop: u16, points: &[RetryPoint], m: Narrowed) -> Burst {
 }
 
 /// The distinct start instants of sorted times: `starts[g]` is the first point at the
-/// g-th instant. A window never splits the retries of one instant.
+/// g-th instant. A window never splits the retries of one instant. Point indexes are
+/// `u32` here and in [`first_end_with_ops`]: half the memory of `usize` at the largest
+/// hop, which the merge holds whole.
 struct Instants {
-    starts: Vec<usize>,
+    starts: Vec<u32>,
     n: usize,
 }
 
@@ -181,6 +217,7 @@ impl Instants {
     fn new(times: &[Millis]) -> Instants {
         let starts = (0..times.len())
             .filter(|&i| i == 0 || times[i] != times[i - 1])
+            .map(|i| i as u32)
             .collect();
         Instants {
             starts,
@@ -190,21 +227,37 @@ impl Instants {
 
     /// One past the last point of instant `g`.
     fn end_of(&self, g: usize) -> usize {
-        self.starts.get(g + 1).copied().unwrap_or(self.n)
+        self.starts.get(g + 1).map_or(self.n, |&s| s as usize)
     }
 
     /// The instant whose points end at `end` (which is an instant boundary).
     fn index_of_group_ending_at(&self, end: usize) -> usize {
-        self.starts.partition_point(|&s| s < end) - 1
+        self.starts.partition_point(|&s| (s as usize) < end) - 1
+    }
+
+    /// The most points any window `[t, t + w]` anchored at an instant holds: the largest
+    /// count a window or its sub-windows can be tested with.
+    fn most_in_a_window(&self, times: &[Millis], w: Millis) -> usize {
+        let mut end = 0;
+        let mut most = 0;
+        for (g, &i) in self.starts.iter().enumerate() {
+            let i = i as usize;
+            end = end.max(self.end_of(g));
+            while end < self.n && times[end] <= times[i] + w {
+                end += 1;
+            }
+            most = most.max(end - i);
+        }
+        most
     }
 }
 
 /// For each point `a`, the smallest `b` such that points `[a, b)` belong to at least
-/// `min_ops` distinct operations (`usize::MAX` when none does): one two-pointer pass, so
+/// `min_ops` distinct operations (`u32::MAX` when none does): one two-pointer pass, so
 /// that "holds `min_ops` operations" is one comparison for any window.
-fn first_end_with_ops(points: &[RetryPoint], min_ops: usize) -> Vec<usize> {
+fn first_end_with_ops(points: &[RetryPoint], min_ops: usize) -> Vec<u32> {
     let mut counts: HashMap<u32, u32> = HashMap::new();
-    let mut need = vec![usize::MAX; points.len()];
+    let mut need = vec![u32::MAX; points.len()];
     let mut b = 0;
     for a in 0..points.len() {
         while counts.len() < min_ops && b < points.len() {
@@ -212,7 +265,7 @@ fn first_end_with_ops(points: &[RetryPoint], min_ops: usize) -> Vec<usize> {
             b += 1;
         }
         if counts.len() >= min_ops {
-            need[a] = b;
+            need[a] = b as u32;
         }
         let op = points[a].op;
         let c = counts
@@ -304,7 +357,7 @@ fn narrow(
     window: &Window,
     times: &[Millis],
     instants: &Instants,
-    need: &[usize],
+    need: &[u32],
     ln_factorial: &LnFactorial,
 ) -> (usize, usize, f64) {
     let count = window.last_instant - window.first_instant + 1;
@@ -318,10 +371,10 @@ fn narrow(
     };
     let mut best: Option<(usize, usize, f64)> = None;
     for s in 0..picks {
-        let from = instants.starts[pick(s)];
+        let from = instants.starts[pick(s)] as usize;
         for e in s..picks {
             let to = instants.end_of(pick(e));
-            if to < need[from] {
+            if to < need[from] as usize {
                 continue;
             }
             let k = (to - from) as u64;
@@ -454,11 +507,7 @@ mod tests {
     fn points(times: &[(f64, u32)]) -> Vec<RetryPoint> {
         let mut p: Vec<RetryPoint> = times
             .iter()
-            .map(|&(start_ms, op)| RetryPoint {
-                start_ms,
-                op,
-                delay_ms: Some(1000.0),
-            })
+            .map(|&(start_ms, op)| RetryPoint::new(start_ms, op, Some(1000.0)))
             .collect();
         p.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms).then(a.op.cmp(&b.op)));
         p

@@ -10,7 +10,7 @@
 //! the same bits (some 17-digit decimals) are written as strings of the same digits: a
 //! merge must see exactly the numbers the partition computed.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -510,7 +510,7 @@ impl SpilledRetries {
                 let mut record = [0u8; RETRY_BYTES];
                 record[..8].copy_from_slice(&p.start_ms.to_le_bytes());
                 record[8..12].copy_from_slice(&p.op.to_le_bytes());
-                if let Some(delay) = p.delay_ms {
+                if let Some(delay) = p.delay_ms() {
                     record[12] = 1;
                     record[13..].copy_from_slice(&delay.to_le_bytes());
                 }
@@ -528,29 +528,48 @@ impl SpilledRetries {
         self.hops.iter().map(|(_, n)| *n as usize).sum()
     }
 
-    /// The retry starts at `hop`, in the order written.
-    pub fn read(&self, hop: u16) -> Result<Vec<RetryPoint>> {
+    /// How many retry starts are at `hop`.
+    pub fn count_at_hop(&self, hop: u16) -> usize {
+        self.hops
+            .get(usize::from(hop))
+            .map_or(0, |(_, n)| *n as usize)
+    }
+
+    /// Appends the retry starts at `hop` to `out`, in the order written, a buffer at a
+    /// time: the merge reserves room for a whole hop once rather than holding a second
+    /// copy of each file.
+    pub fn append_to(&self, hop: u16, out: &mut Vec<RetryPoint>) -> Result<()> {
         let Some((path, count)) = self.hops.get(usize::from(hop)) else {
-            return Ok(Vec::new());
+            return Ok(());
         };
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("could not read the spill file '{}'", path.display()))?;
-        if bytes.len() as u64 != count * RETRY_BYTES as u64 {
-            bail!(
+        let changed = || {
+            anyhow!(
                 "the spill file '{}' changed while it was used",
                 path.display()
-            );
+            )
+        };
+        let file = std::fs::File::open(path)
+            .with_context(|| format!("could not read the spill file '{}'", path.display()))?;
+        let length = file
+            .metadata()
+            .with_context(|| format!("could not read the spill file '{}'", path.display()))?
+            .len();
+        if length != count * RETRY_BYTES as u64 {
+            return Err(changed());
         }
+        let mut input = std::io::BufReader::with_capacity(1 << 16, file);
         let f64_at =
             |r: &[u8], at: usize| f64::from_le_bytes(r[at..at + 8].try_into().expect("8 bytes"));
-        Ok(bytes
-            .chunks_exact(RETRY_BYTES)
-            .map(|r| RetryPoint {
-                start_ms: f64_at(r, 0),
-                op: u32::from_le_bytes(r[8..12].try_into().expect("4 bytes")),
-                delay_ms: (r[12] == 1).then(|| f64_at(r, 13)),
-            })
-            .collect())
+        let mut record = [0u8; RETRY_BYTES];
+        for _ in 0..*count {
+            input.read_exact(&mut record).map_err(|_| changed())?;
+            out.push(RetryPoint::new(
+                f64_at(&record, 0),
+                u32::from_le_bytes(record[8..12].try_into().expect("4 bytes")),
+                (record[12] == 1).then(|| f64_at(&record, 13)),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -587,8 +606,10 @@ pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
     }
     line(&Line::Stats(Box::new(partial.stats.clone())))?;
     for hop in 0..hops.len() as u16 {
-        for r in partial.retries.at_hop(hop)? {
-            line(&Line::Retry(WireRetry(hop, r.start_ms, r.op, r.delay_ms)))?;
+        let mut points = Vec::with_capacity(partial.retries.count_at_hop(hop));
+        partial.retries.append_at_hop(hop, &mut points)?;
+        for r in points {
+            line(&Line::Retry(WireRetry(hop, r.start_ms, r.op, r.delay_ms())))?;
         }
     }
     let rows: Box<dyn Iterator<Item = Result<Row>>> = match &partial.rows {
@@ -881,14 +902,8 @@ impl Reading {
             Line::Retry(WireRetry(hop, start_ms, row, delay_ms)) => {
                 self.counts.retries += 1;
                 let hop = self.hop(hop)?;
-                self.retries.push((
-                    hop,
-                    RetryPoint {
-                        start_ms,
-                        op: row,
-                        delay_ms,
-                    },
-                ));
+                self.retries
+                    .push((hop, RetryPoint::new(start_ms, row, delay_ms)));
             }
             Line::Row(r) => {
                 let position = self.counts.rows as u32;

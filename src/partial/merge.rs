@@ -77,17 +77,29 @@ pub fn merge(
     // One hop at a time: a spilled run holds the retry starts of one hop, never all.
     let mut bursts = Vec::new();
     for hop in 0..rules.hops.len() as u16 {
-        let mut points: Vec<RetryPoint> = late
-            .retries
-            .iter()
-            .filter(|(h, _)| *h == hop)
-            .map(|(_, p)| *p)
-            .collect();
+        let late_at_hop = late.retries.iter().filter(|(h, _)| *h == hop);
+        // Reserved whole: grown by doubling, the vector of the busiest hop was twice its
+        // size mid-copy, the largest allocation of a run.
+        let count = late_at_hop.clone().count()
+            + parts
+                .iter()
+                .map(|p| p.retries.count_at_hop(hop))
+                .sum::<usize>();
+        if count >= u32::MAX as usize {
+            bail!(
+                "{count} retry starts at hop '{}', more than the burst rule can index ({}): analyse the input in parts (by test run or by time)",
+                rules.hops.name(hop),
+                u32::MAX - 1
+            );
+        }
+        let mut points: Vec<RetryPoint> = Vec::with_capacity(count);
+        points.extend(late_at_hop.map(|(_, p)| *p));
         for (p, &offset) in parts.iter().zip(&offsets) {
-            points.extend(p.retries.at_hop(hop)?.into_iter().map(|mut point| {
+            let from = points.len();
+            p.retries.append_at_hop(hop, &mut points)?;
+            for point in &mut points[from..] {
                 point.op += offset;
-                point
-            }));
+            }
         }
         bursts.extend(hop_bursts(hop, points, rules));
     }

@@ -92,15 +92,22 @@ impl Retries {
         }
     }
 
-    /// The retry starts at `hop`, in no particular order.
-    pub fn at_hop(&self, hop: u16) -> Result<Vec<RetryPoint>> {
+    /// How many retry starts are at `hop`.
+    pub fn count_at_hop(&self, hop: u16) -> usize {
         match self {
-            Retries::Memory(points) => Ok(points
-                .iter()
-                .filter(|(h, _)| *h == hop)
-                .map(|(_, p)| *p)
-                .collect()),
-            Retries::Spilled(spilled) => spilled.read(hop),
+            Retries::Memory(points) => points.iter().filter(|(h, _)| *h == hop).count(),
+            Retries::Spilled(spilled) => spilled.count_at_hop(hop),
+        }
+    }
+
+    /// Appends the retry starts at `hop` to `out`, in no particular order.
+    pub fn append_at_hop(&self, hop: u16, out: &mut Vec<RetryPoint>) -> Result<()> {
+        match self {
+            Retries::Memory(points) => {
+                out.extend(points.iter().filter(|(h, _)| *h == hop).map(|(_, p)| *p));
+                Ok(())
+            }
+            Retries::Spilled(spilled) => spilled.append_to(hop, out),
         }
     }
 }
@@ -443,14 +450,9 @@ fn from_pass(
     let retries = Retries::Memory(
         pass.retries
             .into_iter()
-            .map(|(hop, point)| {
-                (
-                    hop,
-                    RetryPoint {
-                        op: position[point.op as usize],
-                        ..point
-                    },
-                )
+            .map(|(hop, mut point)| {
+                point.op = position[point.op as usize];
+                (hop, point)
             })
             .collect(),
     );
