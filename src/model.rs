@@ -68,6 +68,25 @@ impl Interner {
         }
     }
 
+    /// Starts loading the slot where `s` would be looked up, so that interning it a few
+    /// lines later finds the slot in cache: the table outgrows the caches, and waiting on
+    /// that one load was three quarters of interning, the serial step of reading.
+    #[inline]
+    pub fn prefetch(&self, s: &str) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let at = self.hasher.hash_one(s) as usize & (self.slots.len() - 1);
+        let slot: *const u64 = &self.slots[at];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is a hint that never faults; `slot` points into the table.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(slot.cast())
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = slot;
+    }
+
     /// Twice the slots (at least [`MIN_SLOTS`]), every string placed again: in ID order,
     /// so that the strings are read front to back.
     fn grow(&mut self) {

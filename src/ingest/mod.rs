@@ -485,6 +485,42 @@ type Line<'b> = (u64, &'b [u8], bool);
 /// A batch of lines and what parsing each gave.
 type Parsed<'b, T> = (Vec<Line<'b>>, Vec<Result<T, String>>);
 
+/// How many lines ahead of the one kept [`LookAhead::prefetch`] is called: far enough for
+/// a load from memory to arrive while the lines between are kept.
+const LOOK_AHEAD: usize = 4;
+
+/// A parsed line about to be kept, which can say which strings it will intern.
+trait LookAhead {
+    /// Starts loading what interning this line's strings will read.
+    fn prefetch(&self, _strings: &Interner) {}
+}
+
+/// Spans are interned once all are read ([`Reader::push_spans`]), not line by line.
+impl LookAhead for Vec<Result<(MappedSpan, Option<String>), String>> {}
+
+impl LookAhead for preset::Read {
+    fn prefetch(&self, strings: &Interner) {
+        if let preset::Read::Attempts(lines) = self {
+            lines.iter().for_each(|line| line.prefetch(strings));
+        }
+    }
+}
+
+impl LookAhead for CheckedLine<'_> {
+    fn prefetch(&self, strings: &Interner) {
+        strings.prefetch(&self.operation_id);
+        let others = [
+            &self.target,
+            &self.message_id,
+            &self.span_id,
+            &self.parent_id,
+        ];
+        for s in others.into_iter().flatten() {
+            strings.prefetch(s);
+        }
+    }
+}
+
 /// A line longer than the limit, being skipped as it is read.
 struct LongLine {
     line: u64,
@@ -874,7 +910,7 @@ impl<'c> Reader<'c> {
     ///
     /// `keep` runs on one thread, in line order; while it takes one batch, the next one is
     /// parsed on the other cores, so that neither waits for the other.
-    fn chunk_lines<'b, T: Send>(
+    fn chunk_lines<'b, T: Send + LookAhead>(
         &mut self,
         file: File,
         chunk: &Chunk<'b>,
@@ -940,14 +976,24 @@ impl<'c> Reader<'c> {
 
     /// Hands a parsed batch to `keep`, line by line ([`Reader::chunk_lines`]), then spills
     /// if the events held exceed the budget.
-    fn keep_batch<T>(
+    fn keep_batch<T: LookAhead>(
         &mut self,
         file: File,
         lines: &[Line<'_>],
         results: Vec<Result<T, String>>,
         keep: &mut impl FnMut(&mut Self, SourceRef, T) -> Vec<String>,
     ) -> Result<()> {
-        for (&(n, _, _), result) in lines.iter().zip(results) {
+        let mut results = results;
+        for value in results.iter().take(LOOK_AHEAD).flatten() {
+            value.prefetch(&self.out.strings);
+        }
+        for (i, &(n, _, _)) in lines.iter().enumerate() {
+            if let Some(Ok(value)) = results.get(i + LOOK_AHEAD) {
+                value.prefetch(&self.out.strings);
+            }
+            // Taken out in place (an empty message allocates nothing): the lines ahead
+            // are still to be looked at.
+            let result = std::mem::replace(&mut results[i], Err(String::new()));
             self.out.lines_read += 1;
             let problems = match result {
                 Ok(value) => keep(self, file.line(n), value),
