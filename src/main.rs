@@ -299,7 +299,7 @@ fn analyze_partitions(
     if read.spill.is_none() {
         return partial::analyze(read.head, rules, keep, listed, sink);
     }
-    release_free_memory();
+    release_free_memory(PARTITION_PURGE_DELAY_MS);
     let mut partials = Vec::new();
     let dir = read.partitions(|part, dir| {
         crate::profile::note("partition read back");
@@ -313,10 +313,13 @@ fn analyze_partitions(
             crate::profile::note("partition spilled");
         }
         partials.push(partial);
-        release_free_memory();
+        release_free_memory(PARTITION_PURGE_DELAY_MS);
         crate::profile::note("partition analysed");
         Ok(())
     })?;
+    // The merge's peak is the burst rule's, one hop's retry starts at a time: what one hop
+    // freed is gone before the next one's are read.
+    release_free_memory(0);
     let analysis = partial::merge(partials, rules, keep.worst(listed), sink);
     drop(dir);
     analysis
@@ -347,21 +350,27 @@ fn write_partial(config: AnalyzeConfig) -> Result<i32> {
     Ok(partial::merge::diagnostics(std::slice::from_ref(&partial)).report())
 }
 
-/// From now on, hands memory freed back to the system at once, and what the allocator
-/// caches now. A spilled run reads partition after partition into memory freed by the one
-/// before; kept (see [`MI_OPTION_PURGE_DELAY`]), what each partition left in the
-/// allocator's caches added up over the run (3.4 GB at 10 M operations under a 1 GiB
-/// limit). Costs the zeroing of fresh pages. A delay of 100 ms between partitions saved a
-/// quarter of the system time, but left 30 M operations peaking at 1092 MiB in the merge,
-/// over the default limit.
-fn release_free_memory() {
+/// Hands what the allocator caches now back to the system, and from now on memory freed
+/// `delay_ms` after it is freed. A spilled run reads partition after partition into memory
+/// freed by the one before; kept (see [`MI_OPTION_PURGE_DELAY`]), what each partition left
+/// in the allocator's caches added up over the run (3.4 GB at 10 M operations under a
+/// 1 GiB limit).
+fn release_free_memory(delay_ms: std::ffi::c_long) {
     // SAFETY: sets a process-wide allocator option, as `main` does, and asks the allocator
     // to purge what it caches; any thread may call these.
     unsafe {
         libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
         libmimalloc_sys::mi_collect(true);
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, delay_ms);
     }
 }
+
+/// The purge delay while partitions are analysed: not at once, because handing back every
+/// page the moment it was freed made the per-operation pass fault in and zero the same
+/// pages again and again (three times the page faults of a 1 M-operation run). It was set
+/// back to 0 once, when 30 M operations peaked over the default limit with it (1089 MiB);
+/// the merge's smaller working set since leaves room for it.
+const PARTITION_PURGE_DELAY_MS: std::ffi::c_long = 100;
 
 /// `merge`: partials → the merged analysis → the same report, gate and exit code as one
 /// `analyze` run over all their input.
