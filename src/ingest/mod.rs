@@ -300,7 +300,13 @@ fn read_part(
         });
         for batch in batches {
             let batch: spill::Batch = batch?;
-            for block in batch.blocks() {
+            // The table slots of the blocks ahead are loaded while this one is interned
+            // (see `LOOK_AHEAD`): each partition's strings are new to the table.
+            let blocks: Vec<spill::Block> = batch.blocks().collect();
+            for (i, block) in blocks.iter().enumerate() {
+                if let Some(next) = blocks.get(i + LOOK_AHEAD) {
+                    next.prefetch(&into.strings);
+                }
                 let op = keys.op(into, block.run, block.id);
                 block.push_events(op, &mut into.strings, &mut into.events);
                 if let Some((parts, budget)) = split {
@@ -310,6 +316,7 @@ fn read_part(
                     }
                 }
             }
+            drop(blocks);
             // Back to the decoding thread, to be filled again: gone when it has finished.
             let _ = done.send(batch);
         }

@@ -312,6 +312,17 @@ struct SpilledEvent {
 }
 
 impl Block<'_> {
+    /// Starts loading the table slots of the block's ID and of its first event's strings
+    /// (the events after it mostly repeat them).
+    pub fn prefetch(&self, strings: &Interner) {
+        strings.prefetch(self.id);
+        if let Some(first) = self.events.first() {
+            for (from, to) in first.strings.into_iter().flatten() {
+                strings.prefetch(text(&self.bytes[from as usize..to as usize]));
+            }
+        }
+    }
+
     /// Appends the block's events to `into`, as operation `op`, their strings interned
     /// into `strings`.
     pub fn push_events(&self, op: u32, strings: &mut Interner, into: &mut Vec<Event>) {
