@@ -18,6 +18,10 @@
 //!         [delay f32] [retry_after f32]
 //! ```
 //!
+//! A string the event before it in its block has in the same place is not written again:
+//! its flag says "the same" (an operation's events mostly share their target and message
+//! ID; the spill files are a third smaller, and a repeat costs no lookup on either side).
+//!
 //! Little-endian, no padding: a generated event takes about 50 bytes against 190 as JSON
 //! and 72 in memory (its strings apart). The files live only as long as the run, so the
 //! encoding has no version: the same binary writes and reads them.
@@ -189,8 +193,9 @@ impl Parts {
                     let range = offsets[op as usize] as usize..offsets[op as usize + 1] as usize;
                     let (run, id) = key(op as usize);
                     put_block_header(&mut buf, run, id, range.len() as u64);
+                    let mut before = [None; 4];
                     for &i in &order[range.clone()] {
-                        put_event(&mut buf, &from.events[i as usize], strings);
+                        put_event(&mut buf, &from.events[i as usize], strings, &mut before);
                     }
                     part.events += range.len() as u64;
                     if buf.len() >= SPILL_WRITE_BYTES {
@@ -336,7 +341,8 @@ impl Block<'_> {
                 let Some((from, to)) = range else { continue };
                 let bytes = &self.bytes[from as usize..to as usize];
                 let id = match *last {
-                    Some((seen, id)) if seen == bytes => id,
+                    // A repeat in the file is the very same bytes: no compare needed.
+                    Some((seen, id)) if std::ptr::eq(seen, bytes) || seen == bytes => id,
                     _ => strings.intern(text(bytes)),
                 };
                 *last = Some((bytes, id));
@@ -456,6 +462,20 @@ const HAS_RETRY_AFTER: u64 = 1 << 10;
 const EFFECT: u64 = 1 << 11;
 const HIDDEN: u64 = 1 << 12;
 const UNTIMED: u64 = 1 << 13;
+/// With the string's presence bit: the same string as the event before in the block.
+const SAME_TARGET: u64 = 1 << 14;
+const SAME_MESSAGE: u64 = 1 << 15;
+const SAME_SPAN: u64 = 1 << 16;
+const SAME_PARENT: u64 = 1 << 17;
+
+/// Per string place (target, message ID, span ID, parent ID): its presence bit and its
+/// "the same as before" bit.
+const STRING_BITS: [(u64, u64); 4] = [
+    (HAS_TARGET, SAME_TARGET),
+    (HAS_MESSAGE, SAME_MESSAGE),
+    (HAS_SPAN, SAME_SPAN),
+    (HAS_PARENT, SAME_PARENT),
+];
 
 /// The kinds of event, as their byte: a record, then the point kinds.
 const KINDS: [EventKind; 5] = [
@@ -514,7 +534,8 @@ fn put_block_header(buf: &mut Vec<u8>, run: Option<&str>, id: &str, events: u64)
     put_varint(buf, events);
 }
 
-fn put_event(buf: &mut Vec<u8>, e: &Event, strings: &Interner) {
+/// Appends `e`; `before` holds the strings of the event before it in its block.
+fn put_event(buf: &mut Vec<u8>, e: &Event, strings: &Interner, before: &mut [Option<Sym>; 4]) {
     let f = e.fields();
     let (start, finish) = match e.timing() {
         Timing::Record {
@@ -545,6 +566,11 @@ fn put_event(buf: &mut Vec<u8>, e: &Event, strings: &Interner) {
             flags |= bit;
         }
     }
+    for ((text, before), (_, same)) in texts.iter().zip(before.iter()).zip(STRING_BITS) {
+        if text.is_some() && text == before {
+            flags |= same;
+        }
+    }
     put_varint(buf, flags);
     put_varint(buf, u64::from(e.source.file));
     put_varint(buf, u64::from(e.source.line));
@@ -559,9 +585,12 @@ fn put_event(buf: &mut Vec<u8>, e: &Event, strings: &Interner) {
     if let Some(o) = f.outcome {
         put_varint(buf, outcome_code(o));
     }
-    for sym in texts.into_iter().flatten() {
-        put_str(buf, strings.resolve(sym));
+    for (text, (_, same)) in texts.iter().zip(STRING_BITS) {
+        if let Some(sym) = text.filter(|_| flags & same == 0) {
+            put_str(buf, strings.resolve(sym));
+        }
     }
+    *before = texts;
     // The event holds these as f32 already: the f32 gives back the same value.
     for d in [f.delay_ms, f.retry_after_ms].into_iter().flatten() {
         buf.extend_from_slice(&(d as f32).to_le_bytes());
@@ -660,13 +689,15 @@ fn decode_block(d: &mut Decoder, events: &mut Vec<SpilledEvent>) -> Result<Heade
     let count = d.varint()?;
     // Every event takes at least 5 bytes: a count beyond the bytes left waits for more.
     events.reserve(count.min(((d.bytes.len() - d.at) / 5) as u64) as usize);
+    let mut before = [None; 4];
     for _ in 0..count {
-        events.push(get_event(d)?);
+        events.push(get_event(d, &mut before)?);
     }
     Ok(Header { run, id })
 }
 
-fn get_event(d: &mut Decoder) -> Result<SpilledEvent, Stop> {
+/// Decodes an event; `before` holds the strings of the event before it in its block.
+fn get_event(d: &mut Decoder, before: &mut [Option<(u32, u32)>; 4]) -> Result<SpilledEvent, Stop> {
     let flags = d.varint()?;
     let has = |bit: u64| flags & bit != 0;
     let source = SourceRef {
@@ -696,15 +727,18 @@ fn get_event(d: &mut Decoder) -> Result<SpilledEvent, Stop> {
         None => None,
     };
     let mut strings: [Option<(u32, u32)>; 4] = Default::default();
-    for (slot, bit) in strings
-        .iter_mut()
-        .zip([HAS_TARGET, HAS_MESSAGE, HAS_SPAN, HAS_PARENT])
-    {
-        if has(bit) {
-            let len = d.varint()?;
-            *slot = Some(d.string(len)?);
-        }
+    for ((slot, before), (present, same)) in strings.iter_mut().zip(&*before).zip(STRING_BITS) {
+        *slot = match (has(present), has(same)) {
+            (false, false) => None,
+            (true, false) => {
+                let len = d.varint()?;
+                Some(d.string(len)?)
+            }
+            (true, true) => Some(before.ok_or(Stop::Damaged("a repeat of no string"))?),
+            (false, true) => return Err(Stop::Damaged("a repeat of an absent string")),
+        };
     }
+    *before = strings;
     let delay_ms = has(HAS_DELAY).then(|| d.f32()).transpose()?;
     let retry_after_ms = has(HAS_RETRY_AFTER).then(|| d.f32()).transpose()?;
     let fields = EventFields {
@@ -871,6 +905,7 @@ mod tests {
             })
             .collect();
         let target = strings.intern("sku-é");
+        let other = strings.intern("sku-2");
         let mut events = Vec::new();
         for i in 0..400u32 {
             let op = i % 50;
@@ -895,7 +930,9 @@ mod tests {
             let fields = EventFields {
                 attempt: (i % 5 != 0).then_some(i % 7 + 1),
                 delivery: (i % 6 == 0).then_some(300),
-                target: (i % 2 == 0).then_some(target),
+                // An operation's events (i, i + 50, …) repeat a target, change it, go
+                // without one: each written as a repeat, as text, or not at all.
+                target: (i % 2 == 0).then_some(if i % 150 < 100 { target } else { other }),
                 message_id: (i % 3 == 0).then_some(ops[op as usize].1),
                 span_id: None,
                 parent_id: (i % 9 == 0).then_some(target),
@@ -1077,14 +1114,17 @@ mod tests {
         let ops: Vec<(Option<Sym>, Sym)> = (0..3)
             .map(|i| (None, strings.intern(&format!("op-{i}"))))
             .collect();
-        // A target of 100 kB per event: operation 1's block is 3 MB, three batches' worth.
-        let long = strings.intern(&"x".repeat(100_000));
+        // A target of 100 kB per event, each its own (a repeat is not written again):
+        // operation 1's block is 3 MB, three batches' worth.
+        let long: Vec<Sym> = (0..30)
+            .map(|i| strings.intern(&format!("{}{i:02}", "x".repeat(99_998))))
+            .collect();
         let counts = [10_000u32, 30, 10_000];
         let mut events = Vec::new();
         for (op, &count) in counts.iter().enumerate() {
             for line in 0..count {
                 let fields = EventFields {
-                    target: (op == 1).then_some(long),
+                    target: (op == 1).then(|| long[line as usize]),
                     ..Default::default()
                 };
                 let timing = Timing::Record {
