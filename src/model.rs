@@ -60,7 +60,7 @@ impl Interner {
             }
             if slot >> 32 == tag {
                 let id = (slot as u32) - 1;
-                if stored(&self.bytes, &self.ends, id) == s {
+                if short_eq(stored(&self.bytes, &self.ends, id).as_bytes(), s.as_bytes()) {
                     return id;
                 }
             }
@@ -124,6 +124,26 @@ impl Interner {
     }
 }
 
+/// Equality of byte strings, for the short ones compared on every line (keys, hop names,
+/// IDs against the interned ones): up to 16 bytes without a call into the C library's
+/// `memcmp`, whose call costs more than such a compare.
+#[inline]
+pub fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    fn word(bytes: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+    }
+    match a.len() {
+        n if n != b.len() => false,
+        0..=7 => a.iter().zip(b).all(|(x, y)| x == y),
+        8..=16 => {
+            // Two words that overlap when shorter than 16 bytes: every byte is compared.
+            let last = a.len() - 8;
+            word(a, 0) == word(b, 0) && word(a, last) == word(b, last)
+        }
+        _ => a == b,
+    }
+}
+
 /// String `id` of an interner's buffer: it starts where the previous one ends.
 fn stored<'a>(bytes: &'a str, ends: &[usize], id: Sym) -> &'a str {
     let start = if id == 0 { 0 } else { ends[id as usize - 1] };
@@ -132,7 +152,21 @@ fn stored<'a>(bytes: &'a str, ends: &[usize], id: Sym) -> &'a str {
 
 #[cfg(test)]
 mod interner_tests {
-    use super::Interner;
+    use super::{short_eq, Interner};
+
+    #[test]
+    fn short_eq_tells_apart_a_difference_at_every_byte_of_every_length() {
+        for len in 0..40usize {
+            let a: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(short_eq(&a, &a.clone()), "{len}");
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x20;
+                assert!(!short_eq(&a, &b), "{len} {at}");
+            }
+            assert!(!short_eq(&a, &a[..len.saturating_sub(1)]) || len == 0);
+        }
+    }
 
     #[test]
     fn interns_each_string_once_and_gives_it_back() {

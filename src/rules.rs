@@ -65,7 +65,10 @@ impl HopOrder {
     }
 
     pub fn index_of(&self, name: &str) -> Option<u16> {
-        self.names.iter().position(|n| n == name).map(|i| i as u16)
+        self.names
+            .iter()
+            .position(|n| crate::model::short_eq(n.as_bytes(), name.as_bytes()))
+            .map(|i| i as u16)
     }
 
     /// The hop of `client-` events and of point events without a hop: `caller`, or the

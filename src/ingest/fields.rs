@@ -252,7 +252,7 @@ pub fn field_index(key: &str) -> Option<usize> {
     BY_LENGTH
         .get(key.len())?
         .iter()
-        .find(|(spelling, _)| *spelling == key)
+        .find(|(spelling, _)| crate::model::short_eq(spelling.as_bytes(), key.as_bytes()))
         .map(|&(_, index)| index)
 }
 
