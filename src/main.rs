@@ -317,9 +317,6 @@ fn analyze_partitions(
         crate::profile::note("partition analysed");
         Ok(())
     })?;
-    // The merge's peak is the burst rule's, one hop's retry starts at a time: what one hop
-    // freed is gone before the next one's are read.
-    release_free_memory(0);
     let analysis = partial::merge(partials, rules, keep.worst(listed), sink);
     drop(dir);
     analysis
@@ -365,12 +362,13 @@ fn release_free_memory(delay_ms: std::ffi::c_long) {
     }
 }
 
-/// The purge delay while partitions are analysed: not at once, because handing back every
-/// page the moment it was freed made the per-operation pass fault in and zero the same
-/// pages again and again (three times the page faults of a 1 M-operation run). It was set
-/// back to 0 once, when 30 M operations peaked over the default limit with it (1089 MiB);
-/// the merge's smaller working set since leaves room for it.
-const PARTITION_PURGE_DELAY_MS: std::ffi::c_long = 100;
+/// The purge delay while partitions are analysed: at once. Measured both ways twice (the
+/// last time with the merge's working set at its smallest): 100 ms halves the system
+/// time, the kernel zeroing the pages faulted in again, but at 1 M operations it saved no
+/// wall time and raised the peak by 60 MB (430 → 490 MB under the 1 GiB default), and at
+/// 30 M it took 7 % off one run (384 → 357 s) and added 57 MB; memory bounded the tighter
+/// way won. See BENCHMARKS.md before changing it again.
+const PARTITION_PURGE_DELAY_MS: std::ffi::c_long = 0;
 
 /// `merge`: partials → the merged analysis → the same report, gate and exit code as one
 /// `analyze` run over all their input.
