@@ -317,6 +317,9 @@ fn analyze_partitions(
         crate::profile::note("partition analysed");
         Ok(())
     })?;
+    // The merge's peak is the burst rule's, one hop's retry starts at a time: what one hop
+    // freed is gone before the next one's are read.
+    release_free_memory(0);
     let analysis = partial::merge(partials, rules, keep.worst(listed), sink);
     drop(dir);
     analysis
@@ -362,13 +365,13 @@ fn release_free_memory(delay_ms: std::ffi::c_long) {
     }
 }
 
-/// The purge delay while partitions are analysed: at once. Measured both ways twice (the
-/// last time with the merge's working set at its smallest): 100 ms halves the system
-/// time, the kernel zeroing the pages faulted in again, but at 1 M operations it saved no
-/// wall time and raised the peak by 60 MB (430 → 490 MB under the 1 GiB default), and at
-/// 30 M it took 7 % off one run (384 → 357 s) and added 57 MB; memory bounded the tighter
-/// way won. See BENCHMARKS.md before changing it again.
-const PARTITION_PURGE_DELAY_MS: std::ffi::c_long = 0;
+/// The purge delay while partitions are analysed: not at once, because handing back every
+/// page the moment it was freed makes the per-operation pass fault in and zero the same
+/// pages again and again. Measured both ways in one session's benchmarks (BENCHMARKS.md):
+/// 100 ms took 9 % off the time at 1 M and 10 M operations and 14 % at 30 M, for 15 % more
+/// peak memory (1 M: 417 → 480 MB; 30 M: 699 → 769 MB, well within the 1 GiB default).
+/// The merge purges at once (`analyze_partitions`): its working set is the run's largest.
+const PARTITION_PURGE_DELAY_MS: std::ffi::c_long = 100;
 
 /// `merge`: partials → the merged analysis → the same report, gate and exit code as one
 /// `analyze` run over all their input.
