@@ -303,6 +303,9 @@ fn read_part(
             // The table slots of the blocks ahead are loaded while this one is interned
             // (see `LOOK_AHEAD`): each partition's strings are new to the table.
             let blocks: Vec<spill::Block> = batch.blocks().collect();
+            for block in blocks.iter().take(LOOK_AHEAD) {
+                block.prefetch(&into.strings);
+            }
             for (i, block) in blocks.iter().enumerate() {
                 if let Some(next) = blocks.get(i + LOOK_AHEAD) {
                     next.prefetch(&into.strings);
@@ -987,10 +990,9 @@ impl<'c> Reader<'c> {
         &mut self,
         file: File,
         lines: &[Line<'_>],
-        results: Vec<Result<T, String>>,
+        mut results: Vec<Result<T, String>>,
         keep: &mut impl FnMut(&mut Self, SourceRef, T) -> Vec<String>,
     ) -> Result<()> {
-        let mut results = results;
         for value in results.iter().take(LOOK_AHEAD).flatten() {
             value.prefetch(&self.out.strings);
         }
