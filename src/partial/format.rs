@@ -548,12 +548,9 @@ impl SpilledRetries {
                 path.display()
             )
         };
-        let file = std::fs::File::open(path)
-            .with_context(|| format!("could not read the spill file '{}'", path.display()))?;
-        let length = file
-            .metadata()
-            .with_context(|| format!("could not read the spill file '{}'", path.display()))?
-            .len();
+        let unreadable = || format!("could not read the spill file '{}'", path.display());
+        let file = std::fs::File::open(path).with_context(unreadable)?;
+        let length = file.metadata().with_context(unreadable)?.len();
         if length != count * RETRY_BYTES as u64 {
             return Err(changed());
         }

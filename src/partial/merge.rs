@@ -74,17 +74,22 @@ pub fn merge(
     drop(deferred_ops);
     late.pending.sort_by_key(|(id, _)| *id);
 
-    // One hop at a time: a spilled run holds the retry starts of one hop, never all.
+    // One hop at a time: a spilled run holds the retry starts of one hop, never all. The
+    // deferred operations' retry starts already carry their merge indexes (offset 0).
+    let late_retries = Retries::Memory(std::mem::take(&mut late.retries));
+    let sources: Vec<(&Retries, u32)> = std::iter::once((&late_retries, 0))
+        .chain(
+            parts
+                .iter()
+                .map(|p| &p.retries)
+                .zip(offsets.iter().copied()),
+        )
+        .collect();
     let mut bursts = Vec::new();
     for hop in 0..rules.hops.len() as u16 {
-        let late_at_hop = late.retries.iter().filter(|(h, _)| *h == hop);
         // Reserved whole: grown by doubling, the vector of the busiest hop was twice its
         // size mid-copy, the largest allocation of a run.
-        let count = late_at_hop.clone().count()
-            + parts
-                .iter()
-                .map(|p| p.retries.count_at_hop(hop))
-                .sum::<usize>();
+        let count: usize = sources.iter().map(|(r, _)| r.count_at_hop(hop)).sum();
         if count >= u32::MAX as usize {
             bail!(
                 "{count} retry starts at hop '{}', more than the burst rule can index ({}): analyse the input in parts (by test run or by time)",
@@ -93,16 +98,17 @@ pub fn merge(
             );
         }
         let mut points: Vec<RetryPoint> = Vec::with_capacity(count);
-        points.extend(late_at_hop.map(|(_, p)| *p));
-        for (p, &offset) in parts.iter().zip(&offsets) {
+        for &(retries, offset) in &sources {
             let from = points.len();
-            p.retries.append_at_hop(hop, &mut points)?;
+            retries.append_at_hop(hop, &mut points)?;
             for point in &mut points[from..] {
                 point.op += offset;
             }
         }
         bursts.extend(hop_bursts(hop, points, rules));
     }
+    drop(sources);
+    drop(late_retries);
     for p in &mut parts {
         p.retries = Retries::Memory(Vec::new());
     }
