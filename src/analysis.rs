@@ -202,8 +202,8 @@ impl Pending {
 
     /// The operation's result once bursts are known: `burst_hops` are the hops where one of
     /// its retries lies in a burst (sorted, none when it is in no burst).
-    pub fn resolve(&self, key: OperationKey, burst_hops: &[u16]) -> OperationResult {
-        let mut findings = self.findings.clone();
+    pub fn resolve(self, key: OperationKey, burst_hops: &[u16]) -> OperationResult {
+        let mut findings = self.findings;
         findings.extend(burst_hops.iter().map(|&hop| Finding {
             kind: FindingKind::Burst,
             hop,
@@ -217,7 +217,7 @@ impl Pending {
                 self.class_in_burst
             },
             first_multiplying_hop: self.first_multiplying_hop,
-            funnel: self.funnel.clone(),
+            funnel: self.funnel,
             findings,
             first_start_ms: self.first_start_ms,
             last_finish_ms: self.last_finish_ms,

@@ -134,6 +134,16 @@ impl Finding {
             hop: hops.name(self.hop).to_string(),
         }
     }
+
+    /// Writes the finding as its [`label`](Finding::label) reads, without building one.
+    pub fn write_label(&self, hops: &HopOrder, out: &mut impl std::fmt::Write) -> std::fmt::Result {
+        write_label(out, self.kind, hops.name(self.hop))
+    }
+}
+
+/// `kind@hop`: the one spelling of a finding.
+fn write_label(out: &mut impl std::fmt::Write, kind: FindingKind, hop: &str) -> std::fmt::Result {
+    write!(out, "{kind}@{hop}")
 }
 
 /// A finding with its hop's name: written `kind@hop` (e.g. `retries@gateway`) in every
@@ -153,7 +163,7 @@ impl FindingLabel {
 
 impl std::fmt::Display for FindingLabel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}@{}", self.kind, self.hop)
+        write_label(f, self.kind, &self.hop)
     }
 }
 

@@ -583,7 +583,7 @@ impl Attempt {
 }
 
 /// The logical operation's identity: (test run, operation ID).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OperationKey {
     pub test_run_id: Option<Box<str>>,
     pub operation_id: Box<str>,

@@ -193,13 +193,14 @@ pub fn merge(
                         row.key
                     );
                 }
-                for &(_, _, b) in in_bursts.of(id) {
+                let members = in_bursts.of(id);
+                for &(_, _, b) in members {
                     let list = &mut burst_operations[b as usize];
                     if list.len() < BURST_OPERATIONS_LISTED && list.last() != Some(&row.key) {
                         list.push(row.key.clone());
                     }
                 }
-                let result = row.pending.resolve(row.key, &in_bursts.hops(id));
+                let result = row.pending.resolve(row.key, &hops_of(members));
                 tally.add(&result);
                 sink.row(&result)?;
                 previous = Some(result.key);
@@ -275,17 +276,22 @@ struct Membership<'a>(&'a [(u32, u16, u32)]);
 impl Membership<'_> {
     fn of(&self, id: u32) -> &[(u32, u16, u32)] {
         let from = self.0.partition_point(|m| m.0 < id);
-        let to = self.0.partition_point(|m| m.0 <= id);
-        &self.0[from..to]
+        let len = self.0[from..].iter().take_while(|m| m.0 == id).count();
+        &self.0[from..from + len]
     }
 
     /// The hops, sorted and distinct.
     fn hops(&self, id: u32) -> Vec<u16> {
-        let mut hops: Vec<u16> = self.of(id).iter().map(|m| m.1).collect();
-        hops.sort_unstable();
-        hops.dedup();
-        hops
+        hops_of(self.of(id))
     }
+}
+
+/// The hops of one row's memberships, sorted and distinct.
+fn hops_of(members: &[(u32, u16, u32)]) -> Vec<u16> {
+    let mut hops: Vec<u16> = members.iter().map(|m| m.1).collect();
+    hops.sort_unstable();
+    hops.dedup();
+    hops
 }
 
 /// The worst `worst` operations among the partials' worst ones and the deferred ones, in
@@ -307,7 +313,10 @@ fn kept_operations(
         for k in &p.kept {
             let row = &k.kept_row;
             let id = offset + k.row;
-            let result = row.pending.resolve(row.key.clone(), &in_bursts.hops(id));
+            let result = row
+                .pending
+                .clone()
+                .resolve(row.key.clone(), &in_bursts.hops(id));
             if k.asked {
                 asked.push((result.clone(), id, &k.attempts));
             }
@@ -319,7 +328,8 @@ fn kept_operations(
     if worst > 0 {
         for (id, pending) in late {
             let d = &deferred[(id - deferred_base) as usize];
-            candidates.push((pending.resolve(d.key.clone(), &in_bursts.hops(*id)), *id, d));
+            let result = pending.clone().resolve(d.key.clone(), &in_bursts.hops(*id));
+            candidates.push((result, *id, d));
         }
     }
     candidates.sort_by(|a, b| worst_first(&a.0, &b.0));
@@ -365,6 +375,7 @@ const ROWS_PER_BATCH: usize = 1024;
 /// row per source at a time.
 struct KWay {
     sources: Vec<Source>,
+    /// Each source's next row, its key lent to the heap (left empty here).
     heads: Vec<Option<(Row, u32)>>,
     /// (key of a source's head, source), smallest first.
     heap: BinaryHeap<Reverse<(OperationKey, usize)>>,
@@ -375,9 +386,9 @@ impl KWay {
         let mut heads = Vec::with_capacity(sources.len());
         let mut heap = BinaryHeap::with_capacity(sources.len());
         for (s, source) in sources.iter_mut().enumerate() {
-            let head = source.next().transpose()?;
-            if let Some((row, _)) = &head {
-                heap.push(Reverse((row.key.clone(), s)));
+            let mut head = source.next().transpose()?;
+            if let Some((row, _)) = &mut head {
+                heap.push(Reverse((std::mem::take(&mut row.key), s)));
             }
             heads.push(head);
         }
@@ -389,13 +400,17 @@ impl KWay {
     }
 
     fn next_row(&mut self) -> Result<Option<(Row, u32)>> {
-        let Some(Reverse((_, s))) = self.heap.pop() else {
+        let Some(Reverse((key, s))) = self.heap.pop() else {
             return Ok(None);
         };
-        let out = self.heads[s].take();
+        let mut out = self.heads[s].take();
+        if let Some((row, _)) = &mut out {
+            row.key = key;
+        }
         self.heads[s] = self.sources[s].next().transpose()?;
-        if let Some((row, _)) = &self.heads[s] {
-            self.heap.push(Reverse((row.key.clone(), s)));
+        if let Some((row, _)) = &mut self.heads[s] {
+            // Lent, not cloned: a clone was two allocations a row.
+            self.heap.push(Reverse((std::mem::take(&mut row.key), s)));
         }
         Ok(out)
     }

@@ -43,72 +43,97 @@ pub fn operation_frame(
     hops: &HopOrder,
     cell: Cell,
 ) -> PolarsResult<DataFrame> {
-    let mut columns = vec![
-        Column::new(
-            "test_run_id".into(),
-            ops.iter()
-                .map(|o| o.key.test_run_id.as_deref().map(|r| cell(r).into_owned()))
-                .collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "operation_id".into(),
-            ops.iter()
-                .map(|o| cell(&o.key.operation_id).into_owned())
-                .collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "class".into(),
-            ops.iter().map(|o| o.class.name()).collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "first_multiplying_hop".into(),
-            ops.iter()
-                .map(|o| {
-                    o.first_multiplying_hop
-                        .map(|h| cell(hops.name(h)).into_owned())
-                })
-                .collect::<Vec<_>>(),
-        ),
-    ];
-    for (h, name) in hops.names().iter().enumerate() {
-        columns.push(Column::new(
-            format!("{name}_attempts").into(),
-            ops.iter().map(|o| o.funnel[h]).collect::<Vec<u32>>(),
-        ));
+    let mut columns = Columns::new(hops, cell, ops.len());
+    for o in ops {
+        columns.push(o, hops);
     }
-    columns.extend([
-        Column::new(
-            "total_attempts".into(),
-            ops.iter().map(|o| o.total_attempts()).collect::<Vec<u64>>(),
-        ),
-        Column::new(
-            "findings".into(),
-            ops.iter()
-                .map(|o| {
-                    let findings = o
-                        .findings
-                        .iter()
-                        .map(|f| f.label(hops).to_string())
-                        .collect::<Vec<_>>()
-                        .join(";");
-                    cell(&findings).into_owned()
-                })
-                .collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "first_start_ms".into(),
-            ops.iter().map(|o| o.first_start_ms).collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "last_finish_ms".into(),
-            ops.iter().map(|o| o.last_finish_ms).collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "overlap_ms".into(),
-            ops.iter().map(|o| o.overlap_ms).collect::<Vec<_>>(),
-        ),
-    ]);
-    DataFrame::new_infer_height(columns)
+    columns.finish(hops)
+}
+
+/// The per-operation table's columns, filled a row at a time: text goes straight into the
+/// column's buffer, so a row costs no allocation of its own (the writer's batches were
+/// clones of the rows, turned into columns cell by cell).
+struct Columns {
+    cell: Cell,
+    test_run_id: StringChunkedBuilder,
+    operation_id: StringChunkedBuilder,
+    class: StringChunkedBuilder,
+    first_multiplying_hop: StringChunkedBuilder,
+    /// Per hop, in hop order.
+    attempts: Vec<Vec<u32>>,
+    total_attempts: Vec<u64>,
+    findings: StringChunkedBuilder,
+    first_start_ms: Vec<f64>,
+    last_finish_ms: Vec<Option<f64>>,
+    overlap_ms: Vec<f64>,
+    /// One row's findings, written before they go through `cell`.
+    scratch: String,
+}
+
+impl Columns {
+    fn new(hops: &HopOrder, cell: Cell, rows: usize) -> Columns {
+        let text = |name: &str| StringChunkedBuilder::new(name.into(), rows);
+        Columns {
+            cell,
+            test_run_id: text("test_run_id"),
+            operation_id: text("operation_id"),
+            class: text("class"),
+            first_multiplying_hop: text("first_multiplying_hop"),
+            attempts: vec![Vec::with_capacity(rows); hops.len()],
+            total_attempts: Vec::with_capacity(rows),
+            findings: text("findings"),
+            first_start_ms: Vec::with_capacity(rows),
+            last_finish_ms: Vec::with_capacity(rows),
+            overlap_ms: Vec::with_capacity(rows),
+            scratch: String::new(),
+        }
+    }
+
+    fn push(&mut self, o: &OperationResult, hops: &HopOrder) {
+        let cell = self.cell;
+        self.test_run_id
+            .append_option(o.key.test_run_id.as_deref().map(cell));
+        self.operation_id.append_value(cell(&o.key.operation_id));
+        self.class.append_value(o.class.name());
+        self.first_multiplying_hop
+            .append_option(o.first_multiplying_hop.map(|h| cell(hops.name(h))));
+        for (column, &n) in self.attempts.iter_mut().zip(&o.funnel) {
+            column.push(n);
+        }
+        self.total_attempts.push(o.total_attempts());
+        self.scratch.clear();
+        for (i, f) in o.findings.iter().enumerate() {
+            if i > 0 {
+                self.scratch.push(';');
+            }
+            // Writing to a String cannot fail.
+            let _ = f.write_label(hops, &mut self.scratch);
+        }
+        self.findings.append_value(cell(&self.scratch));
+        self.first_start_ms.push(o.first_start_ms);
+        self.last_finish_ms.push(o.last_finish_ms);
+        self.overlap_ms.push(o.overlap_ms);
+    }
+
+    fn finish(self, hops: &HopOrder) -> PolarsResult<DataFrame> {
+        let mut columns = vec![
+            self.test_run_id.finish().into_column(),
+            self.operation_id.finish().into_column(),
+            self.class.finish().into_column(),
+            self.first_multiplying_hop.finish().into_column(),
+        ];
+        for (name, attempts) in hops.names().iter().zip(self.attempts) {
+            columns.push(Column::new(format!("{name}_attempts").into(), attempts));
+        }
+        columns.extend([
+            Column::new("total_attempts".into(), self.total_attempts),
+            self.findings.finish().into_column(),
+            Column::new("first_start_ms".into(), self.first_start_ms),
+            Column::new("last_finish_ms".into(), self.last_finish_ms),
+            Column::new("overlap_ms".into(), self.overlap_ms),
+        ]);
+        DataFrame::new_infer_height(columns)
+    }
 }
 
 /// Rows per batch written: polars' row group size, so that the Parquet file has the row
@@ -136,17 +161,19 @@ enum Sink<W: Write> {
 /// memory.
 pub struct RowWriter<W: Write> {
     hops: HopOrder,
-    batch: Vec<OperationResult>,
+    /// The batch being filled (CSV and Parquet) and how many rows it holds.
+    batch: Columns,
+    rows: usize,
     sink: Sink<W>,
 }
 
 impl<W: Write> RowWriter<W> {
     pub fn new(format: RowFormat, hops: &HopOrder, out: W) -> anyhow::Result<Self> {
+        let cell = match format {
+            RowFormat::Csv => escape::csv_cell,
+            _ => as_is,
+        };
         let schema = || -> PolarsResult<Schema> {
-            let cell = match format {
-                RowFormat::Csv => escape::csv_cell,
-                _ => as_is,
-            };
             Ok(operation_frame(&[], hops, cell)?.schema().as_ref().clone())
         };
         let sink = match format {
@@ -160,30 +187,32 @@ impl<W: Write> RowWriter<W> {
                 Sink::Parquet(Box::new(ParquetWriter::new(out).batched(&schema()?)?))
             }
         };
+        let batch_rows = match format {
+            RowFormat::Jsonl => 0,
+            _ => ROWS_PER_BATCH,
+        };
         Ok(RowWriter {
             hops: hops.clone(),
-            batch: Vec::new(),
+            batch: Columns::new(hops, cell, batch_rows),
+            rows: 0,
             sink,
         })
     }
 
     fn flush_batch(&mut self) -> anyhow::Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
         let hops = &self.hops;
+        let next = Columns::new(hops, self.batch.cell, ROWS_PER_BATCH);
+        let full = std::mem::replace(&mut self.batch, next);
+        self.rows = 0;
         match &mut self.sink {
             // Written row by row (see `row`): nothing is batched.
             Sink::Jsonl(_) => {}
-            Sink::Csv(out) => {
-                if !self.batch.is_empty() {
-                    out.write_batch(&operation_frame(&self.batch, hops, escape::csv_cell)?)?;
-                }
-            }
-            Sink::Parquet(out) => {
-                if !self.batch.is_empty() {
-                    out.write_batch(&operation_frame(&self.batch, hops, as_is)?)?;
-                }
-            }
+            Sink::Csv(out) => out.write_batch(&full.finish(hops)?)?,
+            Sink::Parquet(out) => out.write_batch(&full.finish(hops)?)?,
         }
-        self.batch.clear();
         Ok(())
     }
 
@@ -211,8 +240,9 @@ impl<W: Write> RowSink for RowWriter<W> {
             out.write_all(b"\n")?;
             return Ok(());
         }
-        self.batch.push(row.clone());
-        if self.batch.len() == ROWS_PER_BATCH {
+        self.batch.push(row, &self.hops);
+        self.rows += 1;
+        if self.rows == ROWS_PER_BATCH {
             self.flush_batch()?;
         }
         Ok(())
