@@ -204,7 +204,7 @@ mod flat {
                         return None;
                     }
                     seen |= 1 << index;
-                    *(FIELDS[index].slot)(&mut fields) = value;
+                    fields.set(index, value);
                 }
                 c.skip_ws();
                 match c.peek()? {

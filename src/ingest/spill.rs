@@ -189,15 +189,26 @@ impl Parts {
                 // peak memory).
                 let mut file = Appender::open(&part.path)?;
                 let mut buf = Vec::with_capacity(SPILL_WRITE_BYTES + (64 << 10));
-                for op in ops {
-                    let range = offsets[op as usize] as usize..offsets[op as usize + 1] as usize;
+                let events_of = |op: u32| {
+                    &order[offsets[op as usize] as usize..offsets[op as usize + 1] as usize]
+                };
+                for (k, &op) in ops.iter().enumerate() {
+                    // An operation's events lie anywhere in the input: loaded while the
+                    // operations before them are encoded (waiting on each event's first
+                    // load was half of encoding).
+                    if let Some(&ahead) = ops.get(k + OPS_AHEAD) {
+                        for &i in events_of(ahead) {
+                            crate::model::prefetch(&from.events[i as usize]);
+                        }
+                    }
+                    let events = events_of(op);
                     let (run, id) = key(op as usize);
-                    put_block_header(&mut buf, run, id, range.len() as u64);
+                    put_block_header(&mut buf, run, id, events.len() as u64);
                     let mut before = [None; 4];
-                    for &i in &order[range.clone()] {
+                    for &i in events {
                         put_event(&mut buf, &from.events[i as usize], strings, &mut before);
                     }
-                    part.events += range.len() as u64;
+                    part.events += events.len() as u64;
                     if buf.len() >= SPILL_WRITE_BYTES {
                         file.write(&buf)?;
                         part.bytes += buf.len() as u64;
@@ -210,6 +221,10 @@ impl Parts {
             })
     }
 }
+
+/// How many operations ahead of the one encoded a spill loads the events of: an
+/// operation has a few events, so this is about ten events ahead.
+const OPS_AHEAD: usize = 2;
 
 /// How much of a part is encoded before it is written: large enough for few writes,
 /// small enough not to count against the budget.
