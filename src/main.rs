@@ -344,6 +344,7 @@ fn write_partial(config: AnalyzeConfig) -> Result<i32> {
     let mut ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
     let keep = analysis::Keep::Worst(summary::TIMELINES_DRAWN);
     let partial = partial::build(&mut ingested, &config.rules, &keep, false)?;
+    drop(ingested);
     let mut out = std::io::BufWriter::new(open_output(&config.output)?);
     partial::format::write(&partial, &mut out)
         .with_context(|| format!("could not write the partial to {}", config.output.display()))?;

@@ -372,7 +372,7 @@ impl Block<'_> {
 
 /// A string of a block: checked as UTF-8 when the block was decoded.
 fn text(bytes: &[u8]) -> &str {
-    std::str::from_utf8(bytes).expect("checked when decoded")
+    simdutf8::basic::from_utf8(bytes).expect("checked when decoded")
 }
 
 impl PartReader {
@@ -677,7 +677,7 @@ impl Decoder<'_> {
         let len = usize::try_from(len).map_err(|_| Stop::Damaged("string too long"))?;
         let from = self.at;
         let bytes = self.take(len)?;
-        std::str::from_utf8(bytes).map_err(|_| Stop::Damaged("string not UTF-8"))?;
+        simdutf8::basic::from_utf8(bytes).map_err(|_| Stop::Damaged("string not UTF-8"))?;
         let range = |n: usize| u32::try_from(n).map_err(|_| Stop::Damaged("block too long"));
         Ok((range(from)?, range(self.at)?))
     }

@@ -372,6 +372,7 @@ pub fn analyze_in_place(
     sink: &mut dyn RowSink,
 ) -> Result<Analysis> {
     let partial = build(ingested, rules, keep, true)?;
+    ingested.free_events();
     merge(vec![partial], rules, keep.worst(listed), sink)
 }
 
@@ -394,8 +395,9 @@ pub fn analyze_attempts(
     merge(vec![partial], rules, keep.worst(listed), sink)
 }
 
-/// The partial of the input read into `ingested` (its events and diagnostics are taken).
-/// `global`: this input is all the input (else operations with an unfinished attempt are
+/// The partial of the input read into `ingested` (its events and diagnostics are taken;
+/// the events' vector is left empty for the next partition's, see
+/// [`Ingested::free_events`]). `global`: this input is all the input (else operations with an unfinished attempt are
 /// deferred to the merge, which knows where all the input ends).
 pub fn build(ingested: &mut Ingested, rules: &Rules, keep: &Keep, global: bool) -> Result<Partial> {
     let pass = partition_pass(ingested, rules, keep, global);
