@@ -249,30 +249,46 @@ const NAMES: [&str; FIELDS.len()] = {
     names
 };
 
+/// The longest spelling in [`FIELDS`]; a longer key is none of ours.
+const LONGEST_KEY: usize = 14;
+
+/// The most spellings of one length.
+const SPELLINGS_PER_LENGTH: usize = 8;
+
 /// The spellings of [`FIELDS`] by length, each with its field's index: a key is compared
 /// with the few spellings of its length, not with all thirty (the fast path looks up
-/// every key of every line).
-static BY_LENGTH: std::sync::LazyLock<Vec<Vec<(&'static str, usize)>>> =
-    std::sync::LazyLock::new(|| {
-        let mut by_length: Vec<Vec<(&'static str, usize)>> = Vec::new();
-        for (index, field) in FIELDS.iter().enumerate() {
-            for &spelling in field.spellings {
-                if by_length.len() <= spelling.len() {
-                    by_length.resize(spelling.len() + 1, Vec::new());
-                }
-                by_length[spelling.len()].push((spelling, index));
+/// every key of every line). Built at compile time, so that a lookup is one index into a
+/// static table (the table built at first use cost a check and two pointers per key).
+static BY_LENGTH: [[Option<(&str, u8)>; SPELLINGS_PER_LENGTH]; LONGEST_KEY + 1] = {
+    let mut table = [[None; SPELLINGS_PER_LENGTH]; LONGEST_KEY + 1];
+    let mut index = 0;
+    while index < FIELDS.len() {
+        let mut s = 0;
+        while s < FIELDS[index].spellings.len() {
+            let spelling = FIELDS[index].spellings[s];
+            assert!(spelling.len() <= LONGEST_KEY, "raise LONGEST_KEY");
+            let row = &mut table[spelling.len()];
+            let mut slot = 0;
+            while row[slot].is_some() {
+                slot += 1;
+                assert!(slot < SPELLINGS_PER_LENGTH, "raise SPELLINGS_PER_LENGTH");
             }
+            row[slot] = Some((spelling, index as u8));
+            s += 1;
         }
-        by_length
-    });
+        index += 1;
+    }
+    table
+};
 
 /// The index in [`FIELDS`] of the field a key spells; `None` for a key we do not read.
 pub fn field_index(key: &str) -> Option<usize> {
     BY_LENGTH
         .get(key.len())?
         .iter()
+        .map_while(|&entry| entry)
         .find(|(spelling, _)| crate::model::short_eq(spelling.as_bytes(), key.as_bytes()))
-        .map(|&(_, index)| index)
+        .map(|(_, index)| usize::from(index))
 }
 
 /// Reads an object whose keys are looked up in [`FIELDS`]: a key given twice (in any two
@@ -350,7 +366,13 @@ impl<'a> RawFields<'a> {
             Some(v) => text("operation_id", v)?,
             None => return Err("missing operation_id: every event needs the logical operation it belongs to (add \"operation_id\")".into()),
         };
-        if operation_id.trim().is_empty() {
+        // An ID that starts with a visible ASCII character is not blank: no trimming (a
+        // pass over its characters) for the usual one.
+        let starts_visible = operation_id
+            .as_bytes()
+            .first()
+            .is_some_and(u8::is_ascii_graphic);
+        if !starts_visible && operation_id.trim().is_empty() {
             return Err(
                 "empty operation_id: every event needs the logical operation it belongs to".into(),
             );
