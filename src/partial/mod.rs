@@ -397,8 +397,9 @@ pub fn analyze_attempts(
 
 /// The partial of the input read into `ingested` (its events and diagnostics are taken;
 /// the events' vector is left empty for the next partition's, see
-/// [`Ingested::free_events`]). `global`: this input is all the input (else operations with an unfinished attempt are
-/// deferred to the merge, which knows where all the input ends).
+/// [`Ingested::free_events`]). `global`: this input is all the input (else operations
+/// with an unfinished attempt are deferred to the merge, which knows where all the input
+/// ends).
 pub fn build(ingested: &mut Ingested, rules: &Rules, keep: &Keep, global: bool) -> Result<Partial> {
     let pass = partition_pass(ingested, rules, keep, global);
     // Left empty: a second analysis of these operations has no bad lines of its own.
