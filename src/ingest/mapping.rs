@@ -447,8 +447,9 @@ impl KeyMapping {
             if std::mem::replace(&mut seen[index], true) {
                 return Err(format!("duplicate field `{}`", FIELDS[index].name()));
             }
-            *(FIELDS[index].slot)(&mut row.fields) = scalar(value)
+            let value = scalar(value)
                 .map_err(|what| format!("{key} must be a string, number or boolean, got {what}"))?;
+            row.fields.set(index, value);
         }
         for (n, entry) in self.entries.iter().enumerate() {
             let Some(path) = &entry.path else { continue };
@@ -488,7 +489,7 @@ impl KeyMapping {
         for (entry, value) in self.entries.iter().zip(mapped) {
             let Some(value) = value else { continue };
             match entry.target {
-                Target::Field(i) => *(FIELDS[i].slot)(&mut fields) = Some(value),
+                Target::Field(i) => fields.set(i, Some(value)),
                 Target::Derived(Derived::RetryCount) => retry_count = Some((entry, value)),
                 Target::Derived(Derived::Duration(unit)) => duration = Some((entry, unit, value)),
             }

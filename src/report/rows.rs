@@ -79,7 +79,8 @@ impl Columns {
             operation_id: text("operation_id"),
             class: text("class"),
             first_multiplying_hop: text("first_multiplying_hop"),
-            attempts: vec![Vec::with_capacity(rows); hops.len()],
+            // One by one: `vec![v; n]` clones `v`, and a clone drops the capacity.
+            attempts: (0..hops.len()).map(|_| Vec::with_capacity(rows)).collect(),
             total_attempts: Vec::with_capacity(rows),
             findings: text("findings"),
             first_start_ms: Vec::with_capacity(rows),
