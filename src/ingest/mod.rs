@@ -8,6 +8,7 @@
 //! line on stderr is [`progress`]; logs with their own key names are read through
 //! [`mapping`].
 
+mod ahead;
 mod document;
 mod fields;
 mod jaeger;
@@ -793,10 +794,11 @@ impl<'c> Reader<'c> {
     /// Reads one input of lines, chunk by chunk, in the format given or detected.
     fn read_lines(
         &mut self,
-        mut lines: Box<dyn Read + Send>,
+        lines: Box<dyn Read + Send>,
         index: u32,
         progress: &mut Progress,
     ) -> Result<()> {
+        let mut lines = ahead::ReadAhead::new(lines)?;
         let name = self.out.files[index as usize].clone();
         let file = File { index, name: &name };
         let mut format = match self.config.format {
@@ -809,11 +811,7 @@ impl<'c> Reader<'c> {
         let mut long: Option<LongLine> = None;
         let mut preset: Option<usize> = None;
         loop {
-            let had = buf.len();
-            (&mut lines)
-                .take(CHUNK_BYTES as u64)
-                .read_to_end(&mut buf)?;
-            let eof = buf.len() == had;
+            let eof = lines.append(&mut buf, CHUNK_BYTES)? == 0;
             if std::mem::take(&mut first_read) {
                 // A byte-order mark is no content: skipped before anything looks at the bytes.
                 if buf.starts_with(BOM) {
@@ -962,40 +960,47 @@ impl<'c> Reader<'c> {
                 .collect()
         };
         let capacity = LINES_PER_BATCH.min(bytes.len() / 16 + 1);
-        let mut batch: Vec<Line<'b>> = Vec::with_capacity(capacity);
-        // The batch parsed last, waiting for `keep`.
-        let mut parsed: Option<Parsed<'b, T>> = None;
+        // The next batch of non-blank lines from byte `start`, numbered from `line`, and
+        // what parsing each gave. Finding the lines is part of the parallel step: done
+        // before it, it was a pass over every byte while the other core waited.
+        let next_batch = |start: &mut usize, line: &mut u64| -> Parsed<'b, T> {
+            let mut batch: Vec<Line<'b>> = Vec::with_capacity(capacity);
+            while *start < bytes.len() && batch.len() < LINES_PER_BATCH {
+                let (raw, next) = match memchr::memchr(b'\n', &bytes[*start..]) {
+                    Some(i) => (&bytes[*start..*start + i], *start + i + 1),
+                    None => (&bytes[*start..], bytes.len()),
+                };
+                let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+                if !is_blank(raw) {
+                    batch.push((*line, raw, truncated_tail && next == bytes.len()));
+                }
+                *line += 1;
+                *start = next;
+            }
+            let results = parse_batch(&batch);
+            (batch, results)
+        };
         let mut line = chunk.first_line;
         let mut start = 0;
-        while start < bytes.len() {
-            let (raw, next) = match memchr::memchr(b'\n', &bytes[start..]) {
-                Some(i) => (&bytes[start..start + i], start + i + 1),
-                None => (&bytes[start..], bytes.len()),
+        // The batch parsed last, waiting for `keep`.
+        let mut parsed: Option<Parsed<'b, T>> = None;
+        loop {
+            let (batch, results) = match parsed.take() {
+                None => next_batch(&mut start, &mut line),
+                Some((lines, results)) => {
+                    let (kept, next) = rayon::join(
+                        || self.keep_batch(file, &lines, results, &mut keep),
+                        || next_batch(&mut start, &mut line),
+                    );
+                    kept?;
+                    next
+                }
             };
-            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-            if !is_blank(raw) {
-                batch.push((line, raw, truncated_tail && next == bytes.len()));
+            // Only the end of the chunk leaves no line to parse.
+            if batch.is_empty() {
+                break;
             }
-            line += 1;
-            start = next;
-            if batch.len() == LINES_PER_BATCH || (start >= bytes.len() && !batch.is_empty()) {
-                let results = match parsed.take() {
-                    None => parse_batch(&batch),
-                    Some((lines, results)) => {
-                        let (kept, next) = rayon::join(
-                            || self.keep_batch(file, &lines, results, &mut keep),
-                            || parse_batch(&batch),
-                        );
-                        kept?;
-                        next
-                    }
-                };
-                let lines = std::mem::replace(&mut batch, Vec::with_capacity(capacity));
-                parsed = Some((lines, results));
-            }
-        }
-        if let Some((lines, results)) = parsed {
-            self.keep_batch(file, &lines, results, &mut keep)?;
+            parsed = Some((batch, results));
         }
         Ok(line)
     }
