@@ -1051,12 +1051,9 @@ impl<'c> Reader<'c> {
                 file,
                 chunk,
                 NOT_UTF8,
-                |text, _, unterminated| {
-                    let fields = match format {
-                        InputFormat::Logfmt => logfmt::parse(text),
-                        _ => jsonl::parse(text, unterminated),
-                    };
-                    fields.and_then(|f| f.check(hops))
+                |text, _, unterminated| match format {
+                    InputFormat::Logfmt => logfmt::parse(text).and_then(|f| f.check(hops)),
+                    _ => jsonl::parse_checked(text, unterminated, hops),
                 },
                 keep,
             ),
