@@ -251,6 +251,10 @@ pub struct TimelineAttempt {
     /// Its start was not logged at this hop and was taken from the same attempt upstream.
     #[serde(skip_serializing_if = "is_false")]
     pub start_inferred: bool,
+    /// Its own times were not logged: it is drawn over the request it was one of several
+    /// attempts at (`untimed` in the input), and has no duration or gap of its own.
+    #[serde(skip_serializing_if = "is_false")]
+    pub untimed: bool,
     /// Null while still in flight at the end of the trace.
     pub finish_ms: Option<Millis>,
     /// Where the attempt is drawn to: its finish, else the end of the timeline.
@@ -365,10 +369,16 @@ pub fn operation_timeline(
                 message_id: kept.message_ids[i].as_deref().map(str::to_string),
                 start_ms: rel(a.start_ms),
                 start_inferred: a.start_inferred,
+                untimed: a.untimed,
                 finish_ms: a.finish_ms.map(rel),
                 active_until_ms: a.finish_ms.map_or(end_ms, rel),
                 duration_ms: a.duration_ms(),
-                gap_ms: previous.and_then(|p| p.finish_ms).map(|f| a.start_ms - f),
+                // Between attempts without times of their own, a gap would be read off
+                // their request's bounds: none, as the retry-hygiene rules have none.
+                gap_ms: previous
+                    .filter(|p| !p.untimed && !a.untimed)
+                    .and_then(|p| p.finish_ms)
+                    .map(|f| a.start_ms - f),
                 delay_ms: a.delay_ms,
                 outcome: a.outcome.map(|o| o.to_string()),
                 outcome_kind: OutcomeKind::of(a.outcome),

@@ -175,6 +175,64 @@ fn attempts_without_times_of_their_own_raise_no_time_finding() {
     assert!(control.values().any(|r| r.overlap_ms > 0.0));
 }
 
+/// Attempts without times of their own are drawn over their request's time, and every
+/// timeline says so: `show` (its table and its bars), the JSON timelines (no duration, no
+/// gap read off the request's bounds) and the HTML page; the one timed attempt is not.
+#[test]
+fn untimed_attempts_are_marked_wherever_a_timeline_draws_them() {
+    let show = common::run(&["show", "checkout/ck-2", "--preset", "envoy", ENVOY]);
+    show.expect_code(0);
+    let text = show.stdout_text();
+    assert_eq!(
+        text.matches("(untimed: its request's times)").count(),
+        6,
+        "{text}"
+    );
+    let bars: Vec<&str> = text.lines().filter(|l| l.ends_with('|')).collect();
+    assert_eq!(bars.len(), 6, "{text}");
+    assert!(
+        bars.iter().all(|b| b.contains('~') && !b.contains('=')),
+        "{text}"
+    );
+    assert!(text.contains("~ untimed (its request's time)"), "{text}");
+
+    let json = analyze(&["--format", "json", "--preset", "envoy", ENVOY]);
+    json.expect_code(0);
+    let summary = decode_summary_value(&json.stdout);
+    let mut marked = 0;
+    for t in summary["timelines"].as_array().unwrap() {
+        let one_attempt = t["operation_id"] == "ck-1";
+        for a in t["attempts"].as_array().unwrap() {
+            if one_attempt {
+                // A request tried once: its times are the attempt's own.
+                assert!(a.get("untimed").is_none(), "{a}");
+                assert_eq!(a["duration_ms"], 120.0, "{a}");
+            } else {
+                assert_eq!(a["untimed"], true, "{a}");
+                assert!(a["duration_ms"].is_null() && a["gap_ms"].is_null(), "{a}");
+                marked += 1;
+            }
+        }
+    }
+    assert_eq!(marked, 12);
+
+    let html = analyze(&["--format", "html", "--preset", "envoy", ENVOY]);
+    html.expect_code(0);
+    let page = html.stdout_text();
+    assert_eq!(page.matches(" untimed\" x=").count(), 12);
+    assert!(page.contains("untimed: drawn over its request's time"));
+    assert!(page.contains("(its request&#39;s times: the attempt&#39;s own were not logged)"));
+    // A report without such attempts neither marks nor explains them.
+    let plain = analyze(&["--format", "html", "fixtures/logfmt-trace.logfmt"]);
+    plain.expect_code(0);
+    let page = plain.stdout_text();
+    assert!(
+        page.contains("class=\"attempt "),
+        "the control draws attempts"
+    );
+    assert!(!page.contains(" untimed\"") && !page.contains("untimed: drawn"));
+}
+
 #[test]
 fn istio_inbound_lines_are_attempts_and_outbound_lines_are_counted_apart() {
     let (got, stderr) = rows(&["--preset", "istio", ISTIO]);

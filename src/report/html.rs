@@ -65,6 +65,7 @@ svg.chart .hit:hover { fill: rgba(31,35,40,.06); }
 .k-timeout { fill: #e8871e; background: #e8871e; } .k-rejected { fill: #b4488f; background: #b4488f; }
 .k-cancelled { fill: #8c959f; background: #8c959f; } .k-unknown { fill: #afb8c1; background: #afb8c1; }
 .unfinished { fill-opacity: .45; stroke: var(--ink); stroke-dasharray: 3 2; stroke-width: 1; }
+.untimed { fill-opacity: .3; stroke: var(--ink); stroke-dasharray: 1 2; stroke-width: 1; }
 .link { stroke: #8c959f; stroke-width: 1; stroke-opacity: .55; }
 .c-healthy { fill: #3f9b4f; background: #3f9b4f; } .c-nested-retry { fill: #d1242f; background: #d1242f; }
 .c-fan-out { fill: #4c78a8; background: #4c78a8; } .c-redelivery { fill: #9c5fb5; background: #9c5fb5; }
@@ -76,6 +77,7 @@ svg.chart .hit:hover { fill: rgba(31,35,40,.06); }
 .sw.hatch { background: rgba(228,87,86,.18); border: 1px dashed rgba(228,87,86,.7); }
 .sw.hl { background: var(--hl); border: 1px solid #e3c84a; }
 .sw.unf { background: rgba(175,184,193,.45); border: 1px dashed var(--ink); }
+.sw.unt { background: rgba(175,184,193,.3); border: 1px dotted var(--ink); }
 .classes { display: grid; grid-template-columns: repeat(auto-fill, minmax(330px, 1fr)); gap: 2px 24px; margin: 8px 0; padding: 0; list-style: none; font-size: 13px; }
 .classes li.zero { color: var(--muted); }
 .classes b { font-variant-numeric: tabular-nums; }
@@ -663,7 +665,17 @@ fn timelines(out: &mut String, s: &Summary) {
             kind.name()
         ));
     }
-    out.push_str("<li><span class=\"sw unf\"></span>still in flight at the trace end</li><li><span class=\"sw hatch\"></span>overlap</li><li><span class=\"sw hl\"></span>first multiplying hop</li><li><span class=\"sw\" style=\"background:var(--burst)\"></span>synchronized burst</li></ul>\n");
+    out.push_str("<li><span class=\"sw unf\"></span>still in flight at the trace end</li>");
+    // Only reports with such attempts (a gateway's log of attempt counts) explain them.
+    if s.timelines
+        .iter()
+        .any(|t| t.attempts.iter().any(|a| a.untimed))
+    {
+        out.push_str(
+            "<li><span class=\"sw unt\"></span>untimed: drawn over its request's time</li>",
+        );
+    }
+    out.push_str("<li><span class=\"sw hatch\"></span>overlap</li><li><span class=\"sw hl\"></span>first multiplying hop</li><li><span class=\"sw\" style=\"background:var(--burst)\"></span>synchronized burst</li></ul>\n");
     for (n, t) in s.timelines.iter().enumerate() {
         let record = s
             .worst_operations
@@ -848,6 +860,9 @@ fn timeline(out: &mut String, n: usize, t: &OperationTimeline, record: Option<&O
         if let Some(d) = a.duration_ms {
             title.push_str(&format!(" ({} ms)", millis(d)));
         }
+        if a.untimed {
+            title.push_str(" (its request's times: the attempt's own were not logged)");
+        }
         title.push_str(&format!(
             ", outcome {}",
             a.outcome.as_deref().unwrap_or("not logged")
@@ -868,9 +883,10 @@ fn timeline(out: &mut String, n: usize, t: &OperationTimeline, record: Option<&O
             title.push_str(&format!(", message {m}"));
         }
         out.push_str(&format!(
-            "<g class=\"attempt {role}\"><rect class=\"{}{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"2\"><title>{}</title></rect>",
+            "<g class=\"attempt {role}\"><rect class=\"{}{}{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"2\"><title>{}</title></rect>",
             kind_css(a.outcome_kind),
             if a.finish_ms.is_none() { " unfinished" } else { "" },
+            if a.untimed { " untimed" } else { "" },
             px(bx),
             px(by),
             px(bw),

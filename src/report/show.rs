@@ -119,7 +119,11 @@ fn bar(t: &OperationTimeline, index: usize, w: usize, overlaps: &[&TimelineOverl
     for (c, cell) in cells.iter_mut().enumerate().take(last + 1).skip(first) {
         let (lo, hi) = (c as f64 * span / w as f64, (c + 1) as f64 * span / w as f64);
         let overlapping = overlaps.iter().any(|o| o.start_ms < hi && o.end_ms > lo);
-        *cell = if overlapping { '#' } else { '=' };
+        *cell = match () {
+            _ if overlapping => '#',
+            _ if a.untimed => '~',
+            _ => '=',
+        };
     }
     if a.finish_ms.is_none() {
         cells[last] = '>';
@@ -283,6 +287,9 @@ fn render_text(view: &OperationView, style: &Style) -> String {
         if a.start_inferred {
             target.push_str(" (start taken from upstream)");
         }
+        if a.untimed {
+            target.push_str(" (untimed: its request's times)");
+        }
         let line = [
             pad(label, label_w),
             pad(a.role.name(), 10),
@@ -333,8 +340,13 @@ fn render_text(view: &OperationView, style: &Style) -> String {
         ));
     }
     out.push_str(&format!(
-        "{} = running   # overlapping another attempt of its line   > still in flight at the trace end\n",
-        pad("", short_w)
+        "{} = running   # overlapping another attempt of its line   > still in flight at the trace end{}\n",
+        pad("", short_w),
+        if t.attempts.iter().any(|a| a.untimed) {
+            "   ~ untimed (its request's time)"
+        } else {
+            ""
+        }
     ));
 
     if !t.overlaps.is_empty() {
