@@ -10,13 +10,6 @@ use super::fields::{field_index, CheckedLine, RawFields, Scalar, FIELDS};
 use crate::rules::HopOrder;
 
 pub fn parse(text: &str, unterminated_last: bool) -> Result<RawFields<'_>, String> {
-    // serde would read an array by position; an event is an object, say so plainly.
-    if !text.trim_start().starts_with('{') {
-        return Err(
-            "not a JSON object: each line must be one attempt event object, {\"operation_id\": …}"
-                .to_string(),
-        );
-    }
     if let Some(fields) = flat::parse(text) {
         return Ok(fields);
     }
@@ -32,14 +25,22 @@ pub fn parse_checked<'a>(
     hops: &HopOrder,
 ) -> Result<CheckedLine<'a>, String> {
     let mut fields = RawFields::default();
-    if text.as_bytes().first() == Some(&b'{') && flat::parse_into(text, &mut fields).is_some() {
+    if flat::parse_into(text, &mut fields).is_some() {
         return fields.check(hops);
     }
-    parse(text, unterminated_last)?.check(hops)
+    slow(text, unterminated_last)?.check(hops)
 }
 
-/// serde_json's reading of a line the fast path left: exact, and its error says where.
+/// serde_json's reading of a line the fast path left (which reads only objects): exact,
+/// and its error says where.
 fn slow(text: &str, unterminated_last: bool) -> Result<RawFields<'_>, String> {
+    // serde would read an array by position; an event is an object, say so plainly.
+    if !text.trim_start().starts_with('{') {
+        return Err(
+            "not a JSON object: each line must be one attempt event object, {\"operation_id\": …}"
+                .to_string(),
+        );
+    }
     serde_json::from_str::<RawFields>(text).map_err(|e| {
         if e.is_eof() && unterminated_last {
             "truncated line: the JSON object ends before it closes (was the file cut mid-write?); complete or delete the line".to_string()

@@ -452,7 +452,7 @@ fn read_with(
         let content = source::open(input, &progress.counter())?;
         let file = reader.add_file(name);
         match content {
-            Content::Lines(lines) => reader.read_lines(lines, file, &mut progress),
+            Content::Lines(lines) => reader.read_lines(lines, input.size, file, &mut progress),
             Content::Parquet(data) => parquet::read(data, input, file, &mut reader, &mut progress),
         }
         .with_context(|| format!("could not read '{name}'"))?;
@@ -791,14 +791,16 @@ impl<'c> Reader<'c> {
         out.events.push(event);
     }
 
-    /// Reads one input of lines, chunk by chunk, in the format given or detected.
+    /// Reads one input of lines, chunk by chunk, in the format given or detected. `size`:
+    /// its size on disk, when known ([`ahead::Bytes`] reads large inputs ahead).
     fn read_lines(
         &mut self,
         lines: Box<dyn Read + Send>,
+        size: Option<u64>,
         index: u32,
         progress: &mut Progress,
     ) -> Result<()> {
-        let mut lines = ahead::ReadAhead::new(lines)?;
+        let mut lines = ahead::Bytes::new(lines, size)?;
         let name = self.out.files[index as usize].clone();
         let file = File { index, name: &name };
         let mut format = match self.config.format {
@@ -1422,6 +1424,7 @@ mod tests {
         let file = reader.add_file("mem");
         reader.read_lines(
             Box::new(std::io::Cursor::new(bytes.to_vec())),
+            None,
             file,
             &mut Progress::hidden(),
         )?;
@@ -1612,6 +1615,7 @@ mod tests {
             reader
                 .read_lines(
                     Box::new(std::io::Cursor::new(bytes.to_vec())),
+                    None,
                     file,
                     &mut Progress::hidden(),
                 )
