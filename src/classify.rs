@@ -373,8 +373,7 @@ pub fn operation_facts(
 /// previous attempt of its line ended (none when that one never finished, or when the
 /// repeat started before it ended).
 fn backoff_before(prev: &Attempt, this: &Attempt) -> Option<Millis> {
-    let gap = prev.finish_ms.map(|f| this.start_ms - f);
-    this.delay_ms.or(gap.filter(|g| *g >= 0.0))
+    this.delay_ms.or(this.gap_after(prev).filter(|g| *g >= 0.0))
 }
 
 struct Hygiene {
@@ -387,7 +386,7 @@ struct Hygiene {
 fn retry_hygiene(prev: &Attempt, this: &Attempt) -> Hygiene {
     let failed_fast = prev.outcome.is_some_and(|o| !o.is_success())
         && prev.duration_ms().is_some_and(|d| d < FAST_FAILURE_MS);
-    let gap = prev.finish_ms.map(|f| this.start_ms - f);
+    let gap = this.gap_after(prev);
     let back_to_back =
         this.delay_ms == Some(0.0) || gap.is_some_and(|g| (0.0..BACK_TO_BACK_GAP_MS).contains(&g));
     let (hint_not_honoured, hint_not_clamped) = match (prev.retry_after_ms, gap) {

@@ -591,6 +591,16 @@ impl Attempt {
             .map(|f| f - self.start_ms)
     }
 
+    /// Time from `prev` finishing to this attempt starting, negative when they overlapped;
+    /// `None` when `prev` never finished, and when either is untimed (a gap read off their
+    /// request's bounds would be made up).
+    pub fn gap_after(&self, prev: &Attempt) -> Option<Millis> {
+        if self.untimed || prev.untimed {
+            return None;
+        }
+        prev.finish_ms.map(|f| self.start_ms - f)
+    }
+
     /// The end used for interval rules: an unfinished attempt is active until the trace ends.
     pub fn end_or(&self, trace_end_ms: Millis) -> Millis {
         self.finish_ms.unwrap_or(trace_end_ms.max(self.start_ms))

@@ -204,6 +204,13 @@ pub struct OperationTimeline {
     pub attempts_omitted: u64,
 }
 
+impl OperationTimeline {
+    /// Whether any attempt drawn has no times of its own: a drawing then explains its mark.
+    pub fn has_untimed(&self) -> bool {
+        self.attempts.iter().any(|a| a.untimed)
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -373,12 +380,7 @@ pub fn operation_timeline(
                 finish_ms: a.finish_ms.map(rel),
                 active_until_ms: a.finish_ms.map_or(end_ms, rel),
                 duration_ms: a.duration_ms(),
-                // Between attempts without times of their own, a gap would be read off
-                // their request's bounds: none, as the retry-hygiene rules have none.
-                gap_ms: previous
-                    .filter(|p| !p.untimed && !a.untimed)
-                    .and_then(|p| p.finish_ms)
-                    .map(|f| a.start_ms - f),
+                gap_ms: previous.and_then(|p| a.gap_after(p)),
                 delay_ms: a.delay_ms,
                 outcome: a.outcome.map(|o| o.to_string()),
                 outcome_kind: OutcomeKind::of(a.outcome),

@@ -667,10 +667,7 @@ fn timelines(out: &mut String, s: &Summary) {
     }
     out.push_str("<li><span class=\"sw unf\"></span>still in flight at the trace end</li>");
     // Only reports with such attempts (a gateway's log of attempt counts) explain them.
-    if s.timelines
-        .iter()
-        .any(|t| t.attempts.iter().any(|a| a.untimed))
-    {
+    if s.timelines.iter().any(OperationTimeline::has_untimed) {
         out.push_str(
             "<li><span class=\"sw unt\"></span>untimed: drawn over its request's time</li>",
         );

@@ -119,10 +119,12 @@ fn bar(t: &OperationTimeline, index: usize, w: usize, overlaps: &[&TimelineOverl
     for (c, cell) in cells.iter_mut().enumerate().take(last + 1).skip(first) {
         let (lo, hi) = (c as f64 * span / w as f64, (c + 1) as f64 * span / w as f64);
         let overlapping = overlaps.iter().any(|o| o.start_ms < hi && o.end_ms > lo);
-        *cell = match () {
-            _ if overlapping => '#',
-            _ if a.untimed => '~',
-            _ => '=',
+        *cell = if overlapping {
+            '#'
+        } else if a.untimed {
+            '~'
+        } else {
+            '='
         };
     }
     if a.finish_ms.is_none() {
@@ -342,7 +344,7 @@ fn render_text(view: &OperationView, style: &Style) -> String {
     out.push_str(&format!(
         "{} = running   # overlapping another attempt of its line   > still in flight at the trace end{}\n",
         pad("", short_w),
-        if t.attempts.iter().any(|a| a.untimed) {
+        if t.has_untimed() {
             "   ~ untimed (its request's time)"
         } else {
             ""
