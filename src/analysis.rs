@@ -17,7 +17,7 @@ use crate::ingest::Ingested;
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
 use crate::normalize::{normalize_operation, ByOperation};
 use crate::rules::Rules;
-use crate::stats::AttemptStats;
+use crate::stats::{AttemptStats, StatsBuilder};
 use tally::Tally;
 
 /// Duplicate events named one by one before the rest are only counted.
@@ -248,7 +248,9 @@ pub struct Pass {
 
 /// One worker's share of a [`Pass`].
 struct Worker {
+    /// All but the statistics, which are `stats`'.
     pass: Pass,
+    stats: StatsBuilder,
     /// Reused between operations: their events, gathered and sorted.
     scratch: Vec<Event>,
 }
@@ -296,11 +298,15 @@ impl Pass {
             .reserve_exact(parts.iter().map(|p| p.pass.pending.len()).sum());
         out.retries
             .reserve_exact(parts.iter().map(|p| p.pass.retries.len()).sum());
-        for Worker { mut pass, .. } in parts {
+        let mut stats = Vec::with_capacity(parts.len());
+        for Worker {
+            mut pass,
+            stats: worker_stats,
+            ..
+        } in parts
+        {
+            stats.push(worker_stats);
             out.pending.append(&mut pass.pending);
-            out.stats
-                .merge(&pass.stats)
-                .expect("every worker counts the same hops");
             out.retries.append(&mut pass.retries);
             out.duplicates.append(&mut pass.duplicates);
             out.problems.append(&mut pass.problems);
@@ -309,6 +315,7 @@ impl Pass {
             add_counts(&mut out.orphans_per_hop, &pass.orphans_per_hop);
             out.duplicate_effects += pass.duplicate_effects;
         }
+        out.stats = StatsBuilder::finish(stats, hops);
         out
     }
 }
@@ -317,6 +324,7 @@ impl Worker {
     fn new(hops: usize) -> Worker {
         Worker {
             pass: Pass::new(hops),
+            stats: StatsBuilder::new(hops),
             scratch: Vec::new(),
         }
     }
@@ -344,9 +352,9 @@ impl Worker {
         let tree = build_tree(attempts, rules, trace_end_ms);
         let facts = operation_facts(attempts, &tree, rules, trace_end_ms);
         for (a, role) in attempts.iter().zip(&facts.roles) {
-            pass.stats.add(a, *role);
+            self.stats.add(a, *role);
         }
-        pass.stats.add_operation_start(facts.first_start_ms);
+        self.stats.add_operation_start(facts.first_start_ms);
         pass.retries.extend(
             facts
                 .retry_starts
@@ -607,7 +615,21 @@ fn worst_of(pending: &[(u32, Pending)], n: usize, ingested: &Ingested) -> Vec<u3
             || (key(a.0), key(b.0)),
         )
     };
-    let mut all: Vec<&(u32, Pending)> = pending.iter().collect();
+    // Most operations tie on the numbers (a few attempts, no overlap), and a tie compares
+    // keys, two string lookups: the numbers alone find the n-th worst, and only the
+    // operations no better than it are ranked by the whole order.
+    let numbers = |p: &(u32, Pending)| (p.1.total_attempts(), p.1.overlap_ms);
+    let by_numbers = |a: &(u64, Millis), b: &(u64, Millis)| worst_order(*a, *b, || ((), ()));
+    let mut all: Vec<&(u32, Pending)> = if n < pending.len() {
+        let mut values: Vec<(u64, Millis)> = pending.iter().map(numbers).collect();
+        let (_, &mut cut, _) = values.select_nth_unstable_by(n - 1, by_numbers);
+        pending
+            .iter()
+            .filter(|p| by_numbers(&numbers(p), &cut).is_le())
+            .collect()
+    } else {
+        pending.iter().collect()
+    };
     if n < all.len() {
         all.select_nth_unstable_by(n - 1, by_worst);
         all.truncate(n);
