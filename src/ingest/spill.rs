@@ -283,16 +283,20 @@ pub struct PartReader {
 /// events, so the few batches in flight take a few megabytes.
 const BATCH_BYTES: usize = 1 << 20;
 
-/// Blocks decoded from a spill file, and the bytes their strings point into. Refilled
+/// Blocks decoded from a spill file, and the text their strings point into. Refilled
 /// again and again: its buffers are kept.
 #[derive(Default)]
 pub struct Batch {
     bytes: Vec<u8>,
+    /// The strings of the blocks, each checked as UTF-8 once, when decoded, and copied
+    /// here: the interning side slices them without checking them again (checked three
+    /// times, once by each step that looked at them, they were 3 % of reading back).
+    text: String,
     blocks: Vec<BlockAt>,
     events: Vec<SpilledEvent>,
 }
 
-/// Where a decoded block is in its batch: its key as ranges of the bytes, its events as a
+/// Where a decoded block is in its batch: its key as ranges of the text, its events as a
 /// range of the events.
 struct BlockAt {
     run: Option<(u32, u32)>,
@@ -303,13 +307,12 @@ struct BlockAt {
 impl Batch {
     /// The batch's blocks, in file order.
     pub fn blocks(&self) -> impl Iterator<Item = Block<'_>> {
-        let bytes = &self.bytes[..];
-        let range = move |(from, to): (u32, u32)| text(&bytes[from as usize..to as usize]);
+        let text = &self.text[..];
         self.blocks.iter().map(move |b| Block {
-            run: b.run.map(range),
-            id: range(b.id),
+            run: b.run.map(|r| slice(text, r)),
+            id: slice(text, b.id),
             events: &self.events[b.events.clone()],
-            bytes,
+            text,
         })
     }
 }
@@ -319,13 +322,13 @@ pub struct Block<'r> {
     pub run: Option<&'r str>,
     pub id: &'r str,
     events: &'r [SpilledEvent],
-    /// The bytes the events' string ranges point into.
-    bytes: &'r [u8],
+    /// The text the events' string ranges point into.
+    text: &'r str,
 }
 
 /// An event read back, built apart from its operation and strings (built on the decoding
 /// thread, it is only copied on the interning one); its strings not yet interned, each a
-/// range of the batch's bytes.
+/// range of the batch's text.
 struct SpilledEvent {
     event: Event,
     strings: [Option<(u32, u32)>; 4],
@@ -338,7 +341,7 @@ impl Block<'_> {
         strings.prefetch(self.id);
         if let Some(first) = self.events.first() {
             for (from, to) in first.strings.into_iter().flatten() {
-                strings.prefetch(text(&self.bytes[from as usize..to as usize]));
+                strings.prefetch(slice(self.text, (from, to)));
             }
         }
     }
@@ -349,18 +352,18 @@ impl Block<'_> {
         into.reserve(self.events.len());
         // The events of an operation mostly repeat its target and message ID: each string
         // is compared with the one before it in its place before it is looked up.
-        let mut last: [Option<(&[u8], Sym)>; 4] = [None; 4];
+        let mut last: [Option<(&str, Sym)>; 4] = [None; 4];
         for e in self.events {
             let mut syms = [None; 4];
             for ((sym, range), last) in syms.iter_mut().zip(e.strings).zip(&mut last) {
-                let Some((from, to)) = range else { continue };
-                let bytes = &self.bytes[from as usize..to as usize];
+                let Some(range) = range else { continue };
+                let text = slice(self.text, range);
                 let id = match *last {
-                    // A repeat in the file is the very same bytes: no compare needed.
-                    Some((seen, id)) if std::ptr::eq(seen, bytes) || seen == bytes => id,
-                    _ => strings.intern(text(bytes)),
+                    // A repeat in the file is the very same text: no compare needed.
+                    Some((seen, id)) if std::ptr::eq(seen, text) || seen == text => id,
+                    _ => strings.intern(text),
                 };
-                *last = Some((bytes, id));
+                *last = Some((text, id));
                 *sym = Some(id);
             }
             let mut event = e.event.with_strings(syms);
@@ -370,9 +373,10 @@ impl Block<'_> {
     }
 }
 
-/// A string of a block: checked as UTF-8 when the block was decoded.
-fn text(bytes: &[u8]) -> &str {
-    simdutf8::basic::from_utf8(bytes).expect("checked when decoded")
+/// A string of a block, by its range in the batch's text: whole characters, as the
+/// decoder copied them there.
+fn slice(text: &str, (from, to): (u32, u32)) -> &str {
+    &text[from as usize..to as usize]
 }
 
 impl PartReader {
@@ -392,6 +396,7 @@ impl PartReader {
     pub fn fill(&mut self, batch: &mut Batch) -> Result<bool> {
         batch.bytes.clear();
         batch.bytes.append(&mut self.carry);
+        batch.text.clear();
         batch.blocks.clear();
         batch.events.clear();
         let mut want = BATCH_BYTES;
@@ -402,11 +407,13 @@ impl PartReader {
             let mut d = Decoder {
                 bytes: &batch.bytes,
                 at: 0,
+                text: &mut batch.text,
             };
             // The end of the last whole block decoded.
             let mut used = 0;
             while d.at < d.bytes.len() {
                 let first = batch.events.len();
+                let text_first = d.text.len();
                 match decode_block(&mut d, &mut batch.events) {
                     Ok(header) => {
                         batch.blocks.push(BlockAt {
@@ -418,6 +425,7 @@ impl PartReader {
                     }
                     Err(Stop::More) => {
                         batch.events.truncate(first);
+                        d.text.truncate(text_first);
                         break;
                     }
                     Err(Stop::Damaged(what)) => return Err(self.damaged(what)),
@@ -623,20 +631,21 @@ enum Stop {
     Damaged(&'static str),
 }
 
-/// Decodes a block from bytes in memory.
+/// Decodes a block from bytes in memory, its strings copied to `text`.
 struct Decoder<'a> {
     bytes: &'a [u8],
     at: usize,
+    text: &'a mut String,
 }
 
-/// Where a decoded block's key is in the bytes.
+/// Where a decoded block's key is in the text.
 struct Header {
     run: Option<(u32, u32)>,
     id: (u32, u32),
 }
 
-impl Decoder<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], Stop> {
+impl<'a> Decoder<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Stop> {
         let end = self
             .at
             .checked_add(n)
@@ -672,14 +681,16 @@ impl Decoder<'_> {
         u32::try_from(self.varint()?).map_err(|_| Stop::Damaged("number out of range"))
     }
 
-    /// A string of `len` bytes, as its range in the bytes.
+    /// A string of `len` bytes, copied to the text: its range there.
     fn string(&mut self, len: u64) -> Result<(u32, u32), Stop> {
         let len = usize::try_from(len).map_err(|_| Stop::Damaged("string too long"))?;
-        let from = self.at;
         let bytes = self.take(len)?;
-        simdutf8::basic::from_utf8(bytes).map_err(|_| Stop::Damaged("string not UTF-8"))?;
+        let text =
+            simdutf8::basic::from_utf8(bytes).map_err(|_| Stop::Damaged("string not UTF-8"))?;
+        let from = self.text.len();
+        self.text.push_str(text);
         let range = |n: usize| u32::try_from(n).map_err(|_| Stop::Damaged("block too long"));
-        Ok((range(from)?, range(self.at)?))
+        Ok((range(from)?, range(self.text.len())?))
     }
 
     fn f64(&mut self) -> Result<f64, Stop> {
