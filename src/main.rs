@@ -305,11 +305,13 @@ fn analyze_partitions(
         crate::profile::note("partition read back");
         // Each partition knows the trace end of all the input: nothing is deferred. Its
         // events are dropped once analysed; its strings are read into again.
-        let mut partial = partial::build(part, rules, keep, true)?;
         // Its rows and retry starts wait on disk for the merge: no partition's rows stay
         // in memory, and the merge reads the retry starts one hop at a time.
+        let name = format!("partition-{}", partials.len());
+        let rows_to = dir.map(|dir| partial::rows_path(dir, &name));
+        let mut partial = partial::build(part, rules, keep, true, rows_to.as_deref())?;
         if let Some(dir) = dir {
-            partial.spill(dir, &format!("partition-{}", partials.len()))?;
+            partial.spill(dir, &name)?;
             crate::profile::note("partition spilled");
         }
         partials.push(partial);
@@ -343,7 +345,7 @@ fn write_partial(config: AnalyzeConfig) -> Result<i32> {
     }
     let mut ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
     let keep = analysis::Keep::Worst(summary::TIMELINES_DRAWN);
-    let partial = partial::build(&mut ingested, &config.rules, &keep, false)?;
+    let partial = partial::build(&mut ingested, &config.rules, &keep, false, None)?;
     drop(ingested);
     let mut out = std::io::BufWriter::new(open_output(&config.output)?);
     partial::format::write(&partial, &mut out)

@@ -614,6 +614,16 @@ pub struct OperationKey {
     pub operation_id: Box<str>,
 }
 
+/// An operation's key borrowed, (test run, operation ID): it orders as [`OperationKey`]
+/// does, without a key's two allocations.
+pub type KeyRef<'a> = (Option<&'a str>, &'a str);
+
+impl OperationKey {
+    pub fn as_ref(&self) -> KeyRef<'_> {
+        (self.test_run_id.as_deref(), &self.operation_id)
+    }
+}
+
 /// `run/op` as every report writes it, or `op` alone without a test run.
 impl std::fmt::Display for OperationKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -34,7 +34,9 @@ use anyhow::{Context, Result};
 use rayon::prelude::*;
 
 use crate::diagnostics::{BadInputPolicy, Diagnostics};
-use crate::model::{Event, EventFields, Interner, Millis, OperationKey, Partition, SourceRef, Sym};
+use crate::model::{
+    Event, EventFields, Interner, KeyRef, Millis, OperationKey, Partition, SourceRef, Sym,
+};
 use crate::rules::HopOrder;
 pub use fields::CheckedLine;
 pub use mapping::{split_pair, KeyMapping, TimeUnit};
@@ -134,6 +136,15 @@ impl Ingested {
     /// to read into: for an analysis that reads nothing more.
     pub fn free_events(&mut self) {
         self.events = Vec::new();
+    }
+
+    /// The key of operation `op`, borrowed from the strings.
+    pub fn key_ref(&self, op: u32) -> KeyRef<'_> {
+        let (run, id) = self.operations[op as usize];
+        (
+            run.map(|r| self.strings.resolve(r)),
+            self.strings.resolve(id),
+        )
     }
 
     pub fn operation_key(&self, op: u32) -> OperationKey {

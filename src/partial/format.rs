@@ -20,7 +20,7 @@ use crate::analysis::{FinalOutcome, Pending, TraceEnd};
 use crate::burst::RetryPoint;
 use crate::classify::{Class, Finding, FindingKind, FindingLabel};
 use crate::ingest::source::Input;
-use crate::model::{Attempt, Millis, OperationKey, Outcome, SourceRef, Sym};
+use crate::model::{Attempt, KeyRef, Millis, OperationKey, Outcome, SourceRef, Sym};
 use crate::rules::HopOrder;
 use crate::stats::AttemptStats;
 
@@ -291,22 +291,28 @@ pub struct SpilledRows {
 }
 
 impl SpilledRows {
-    /// Writes `rows` to a new file `path`.
-    pub fn write(rows: &[Row], hops: &HopOrder, path: &std::path::Path) -> Result<SpilledRows> {
+    /// Writes `rows`, each a key and its row, to a new file `path`.
+    pub fn write<'r>(
+        rows: impl IntoIterator<Item = (KeyRef<'r>, &'r Pending)>,
+        hops: &HopOrder,
+        path: &std::path::Path,
+    ) -> Result<SpilledRows> {
         let file = std::fs::File::create(path)
             .with_context(|| format!("could not create the spill file '{}'", path.display()))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
         let mut record = Vec::new();
-        for row in rows {
-            RowCodec::put(&mut record, row);
+        let mut count = 0u32;
+        for (key, pending) in rows {
+            RowCodec::put(&mut record, key, pending);
             out.write_all(&record)
                 .with_context(|| format!("could not write the spill file '{}'", path.display()))?;
+            count += 1;
         }
         out.flush()
             .with_context(|| format!("could not write the spill file '{}'", path.display()))?;
         Ok(SpilledRows {
             path: path.to_path_buf(),
-            count: rows.len() as u32,
+            count,
             hops: hops.len(),
         })
     }
@@ -345,13 +351,12 @@ const FINAL_OUTCOMES: [FinalOutcome; 3] = [
 ];
 
 impl RowCodec {
-    /// Encodes `row` into `out` (cleared first), its length in front.
-    fn put(out: &mut Vec<u8>, row: &Row) {
-        let p = &row.pending;
+    /// Encodes the row of `key` into `out` (cleared first), its length in front.
+    fn put(out: &mut Vec<u8>, (run, id): KeyRef, p: &Pending) {
         out.clear();
         out.extend_from_slice(&[0; 4]);
         let flags = [
-            (row.key.test_run_id.is_some(), HAS_RUN),
+            (run.is_some(), HAS_RUN),
             (p.first_multiplying_hop.is_some(), HAS_FIRST_MULTIPLYING),
             (p.last_finish_ms.is_some(), HAS_LAST_FINISH),
         ]
@@ -359,7 +364,7 @@ impl RowCodec {
         .filter(|(present, _)| *present)
         .fold(0, |flags, (_, bit)| flags | bit);
         out.push(flags);
-        for text in row.key.test_run_id.iter().chain([&row.key.operation_id]) {
+        for text in run.into_iter().chain([id]) {
             out.extend_from_slice(&(text.len() as u32).to_le_bytes());
             out.extend_from_slice(text.as_bytes());
         }
@@ -1104,7 +1109,8 @@ mod tests {
             .expect("hops");
         let rows: Vec<Row> = (0..count).map(row).collect();
         let path = std::env::temp_dir().join(format!("af-rows-{}-{name}", std::process::id()));
-        let spilled = SpilledRows::write(&rows, &hops, &path).expect("written");
+        let keyed = rows.iter().map(|r| (r.key.as_ref(), &r.pending));
+        let spilled = SpilledRows::write(keyed, &hops, &path).expect("written");
         (rows, spilled, path)
     }
 

@@ -112,6 +112,11 @@ impl Retries {
     }
 }
 
+/// The file of the rows that [`Partial::spill`] (or [`build`]) sets aside under `name`.
+pub fn rows_path(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    dir.join(format!("{name}-rows"))
+}
+
 impl Partial {
     /// Moves the rows and retry starts held in memory to new files in `dir`, named after
     /// `name`, for the merge to read back: a spilled run holds no partition's rows and
@@ -119,8 +124,9 @@ impl Partial {
     pub fn spill(&mut self, dir: &std::path::Path, name: &str) -> Result<()> {
         let hops = self.rules.rules()?.hops;
         if let Rows::Memory(rows) = &self.rows {
-            let path = dir.join(format!("{name}-rows"));
-            self.rows = Rows::Spilled(format::SpilledRows::write(rows, &hops, &path)?);
+            let keyed = rows.iter().map(|r| (r.key.as_ref(), &r.pending));
+            let path = rows_path(dir, name);
+            self.rows = Rows::Spilled(format::SpilledRows::write(keyed, &hops, &path)?);
         }
         if let Retries::Memory(points) = &self.retries {
             let stem = dir.join(format!("{name}-retries"));
@@ -371,7 +377,7 @@ pub fn analyze_in_place(
     listed: usize,
     sink: &mut dyn RowSink,
 ) -> Result<Analysis> {
-    let partial = build(ingested, rules, keep, true)?;
+    let partial = build(ingested, rules, keep, true, None)?;
     ingested.free_events();
     merge(vec![partial], rules, keep.worst(listed), sink)
 }
@@ -391,7 +397,7 @@ pub fn analyze_attempts(
 ) -> Result<Analysis> {
     let pass = attempts_partition_pass(ingested, operations, rules, keep, events, trace_end_ms);
     let diagnostics = Diagnostics::new(BadInputPolicy::Report);
-    let partial = from_pass(pass, ingested, rules, &diagnostics)?;
+    let partial = from_pass(pass, ingested, rules, &diagnostics, None)?;
     merge(vec![partial], rules, keep.worst(listed), sink)
 }
 
@@ -399,15 +405,21 @@ pub fn analyze_attempts(
 /// the events' vector is left empty for the next partition's, see
 /// [`Ingested::free_events`]). `global`: this input is all the input (else operations
 /// with an unfinished attempt are deferred to the merge, which knows where all the input
-/// ends).
-pub fn build(ingested: &mut Ingested, rules: &Rules, keep: &Keep, global: bool) -> Result<Partial> {
+/// ends). `rows_to`: its rows go straight to this file ([`rows_path`]), not to memory.
+pub fn build(
+    ingested: &mut Ingested,
+    rules: &Rules,
+    keep: &Keep,
+    global: bool,
+    rows_to: Option<&std::path::Path>,
+) -> Result<Partial> {
     let pass = partition_pass(ingested, rules, keep, global);
     // Left empty: a second analysis of these operations has no bad lines of its own.
     let diagnostics = std::mem::replace(
         &mut ingested.diagnostics,
         Diagnostics::new(BadInputPolicy::Report),
     );
-    from_pass(pass, ingested, rules, &diagnostics)
+    from_pass(pass, ingested, rules, &diagnostics, rows_to)
 }
 
 /// Turns a pass over `ingested`'s operations into a partial: rows keyed and sorted, retry
@@ -417,6 +429,7 @@ fn from_pass(
     ingested: &Ingested,
     rules: &Rules,
     diagnostics: &Diagnostics,
+    rows_to: Option<&std::path::Path>,
 ) -> Result<Partial> {
     let PartitionPass {
         mut pass,
@@ -429,27 +442,26 @@ fn from_pass(
     let mut bad_events = Diagnostics::new(diagnostics.policy());
     bad_events.bad_sources_in_file_order(&ingested.files, std::mem::take(&mut pass.problems))?;
 
-    let mut rows: Vec<(u32, Row)> = pass
-        .pending
-        .into_iter()
-        .map(|(op, pending)| {
-            (
-                op,
-                Row {
-                    key: ingested.operation_key(op),
-                    pending,
-                },
-            )
-        })
-        .collect();
+    // The rows in key order, as indexes into the pass's: sorted by the keys as the
+    // strings hold them, with no key allocated (nor a row moved) for it.
+    let pending = std::mem::take(&mut pass.pending);
+    let mut order: Vec<u32> = (0..pending.len() as u32).collect();
     {
         use rayon::slice::ParallelSliceMut;
-        rows.par_sort_unstable_by(|a, b| a.1.key.cmp(&b.1.key));
+        let key = |i: u32| ingested.key_ref(pending[i as usize].0);
+        order.par_sort_unstable_by(|&a, &b| key(a).cmp(&key(b)));
     }
     let mut position = vec![u32::MAX; ingested.operations.len()];
-    for (i, (op, _)) in rows.iter().enumerate() {
-        position[*op as usize] = i as u32;
+    for (rank, &i) in order.iter().enumerate() {
+        position[pending[i as usize].0 as usize] = rank as u32;
     }
+    let row_of = |op: u32| {
+        let (_, p) = &pending[order[position[op as usize] as usize] as usize];
+        Row {
+            key: ingested.operation_key(op),
+            pending: p.clone(),
+        }
+    };
     let retries = Retries::Memory(
         pass.retries
             .into_iter()
@@ -464,7 +476,7 @@ fn from_pass(
         .into_iter()
         .map(|k| Kept {
             row: position[k.op as usize],
-            kept_row: rows[position[k.op as usize] as usize].1.clone(),
+            kept_row: row_of(k.op),
             worst: k.worst,
             asked: k.asked,
             attempts: OpAttempts::new(ingested.operation_key(k.op), k.attempts, resolve),
@@ -476,6 +488,27 @@ fn from_pass(
         .map(|(op, attempts)| OpAttempts::new(ingested.operation_key(op), attempts, resolve))
         .collect();
     deferred.sort_by(|a, b| a.key.cmp(&b.key));
+
+    let rows = match rows_to {
+        Some(path) => {
+            let keyed = order.iter().map(|&i| {
+                let (op, p) = &pending[i as usize];
+                (ingested.key_ref(*op), p)
+            });
+            Rows::Spilled(format::SpilledRows::write(keyed, &rules.hops, path)?)
+        }
+        None => {
+            let mut slots: Vec<Option<(u32, Pending)>> = pending.into_iter().map(Some).collect();
+            let mut row = |i: u32| {
+                let (op, pending) = slots[i as usize].take().expect("each row once");
+                Row {
+                    key: ingested.operation_key(op),
+                    pending,
+                }
+            };
+            Rows::Memory(order.iter().map(|&i| row(i)).collect())
+        }
+    };
 
     let mut duplicates = pass.duplicates;
     duplicates.sort_unstable();
@@ -505,7 +538,7 @@ fn from_pass(
             orphans_per_hop,
             duplicate_effects: pass.duplicate_effects,
         },
-        rows: Rows::Memory(rows.into_iter().map(|(_, r)| r).collect()),
+        rows,
         retries,
         stats: pass.stats,
         kept,
