@@ -206,9 +206,16 @@ fn pow10(exp: u32) -> i64 {
     10i64.pow(exp)
 }
 
-/// The whole ms of a time (the millisecond it falls in).
+/// Farthest whole ms from the epoch that a start is counted at (2^60 ms, 36 million years):
+/// a start beyond it (a finite time such as 1e308 is a valid input) is counted as this.
+/// No clock says so, and the spans of whole ms that the time histogram computes stay far
+/// from overflowing (saturated at i64::MAX, a span from 0 wrapped around and the
+/// histogram indexed out of its window: a panic).
+const START_MS_LIMIT: i64 = 1 << 60;
+
+/// The whole ms of a time (the millisecond it falls in), within [`START_MS_LIMIT`].
 fn whole_ms(t_ms: Millis) -> i64 {
-    t_ms.floor() as i64
+    (t_ms.floor() as i64).clamp(-START_MS_LIMIT, START_MS_LIMIT)
 }
 
 /// The fine bucket index of a time: its whole ms (exact), divided.
@@ -837,6 +844,30 @@ mod tests {
         h.add(-5e9, 0, 1);
         assert_eq!(h.resolution_ms(), 1_000_000);
         assert_eq!(h.non_empty().map(|(_, c)| c[0]).sum::<u64>(), 4);
+    }
+
+    #[test]
+    fn starts_at_the_ends_of_the_float_range_are_counted_without_overflow() {
+        for starts in [
+            [0.0, 1e308],
+            [1e308, 0.0],
+            [-1e308, 1e308],
+            [f64::MAX, f64::MIN],
+        ] {
+            let mut h = TimeHistogram::new(1);
+            for t in starts {
+                h.add(t, 0, 1);
+            }
+            assert_eq!(
+                h.non_empty().map(|(_, c)| c[0]).sum::<u64>(),
+                2,
+                "{starts:?}"
+            );
+            let mut all = TimeHistogram::new(1);
+            let listed: Vec<(i64, u32)> = starts.iter().map(|&t| (whole_ms(t), 0)).collect();
+            all.add_all(&[&listed]);
+            assert_eq!(all, h, "{starts:?}");
+        }
     }
 
     #[test]

@@ -1286,6 +1286,32 @@ fn assert_never_panics(name: &str, contents: &[u8]) {
     }
 }
 
+/// A start at 1e308 ms is a finite time, so a valid one; beside a start at 0 it made the
+/// attempts-over-time histogram's span overflow (a panic, in every version before this test).
+#[test]
+fn a_start_at_the_end_of_the_float_range_beside_one_at_zero_does_not_panic() {
+    let lines = concat!(
+        r#"{"operation_id":"a","start_ms":1e308,"finish_ms":1.7e308}"#,
+        "\n",
+        r#"{"operation_id":"a","attempt":2,"start_ms":0,"finish_ms":1}"#,
+        "\n",
+    );
+    assert_never_panics("float-range.jsonl", lines.as_bytes());
+    let file = TempFile::new("float-range-json.jsonl", lines.as_bytes());
+    let run = analyze(&[
+        std::ffi::OsStr::new("--format"),
+        "json".as_ref(),
+        file.path().as_os_str(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let summary = decode_summary(&run.stdout);
+    assert_eq!(
+        (summary.operations, summary.attempts),
+        (1, 2),
+        "{summary:?}"
+    );
+}
+
 #[test]
 fn random_bytes_never_panic() {
     let mut g = Garbage(0x9E37_79B9_7F4A_7C15);
