@@ -393,17 +393,30 @@ impl RowCodec {
         out[..4].copy_from_slice(&len.to_le_bytes());
     }
 
-    /// Reads the next row of a funnel of `hops` hops from `input`, through `record`.
-    fn get(input: &mut impl std::io::Read, record: &mut Vec<u8>, hops: usize) -> Result<Row> {
+    /// Reads the next row of a funnel of `hops` hops from `input`: decoded where the
+    /// reader's buffer holds it whole (all but the rows of very long IDs), else through
+    /// `record`.
+    fn get(input: &mut impl std::io::BufRead, record: &mut Vec<u8>, hops: usize) -> Result<Row> {
         let mut len = [0u8; 4];
         input.read_exact(&mut len)?;
         let len = u32::from_le_bytes(len) as usize;
+        let buffered = input.fill_buf()?;
+        if let Some(bytes) = buffered.get(..len) {
+            let row = RowCodec::decode(bytes, hops);
+            input.consume(len);
+            return row;
+        }
         // Read through `take`: a damaged length allocates no more than the file holds.
         record.clear();
         std::io::Read::read_to_end(&mut std::io::Read::take(&mut *input, len as u64), record)?;
         if record.len() != len {
             bail!("a row cut short");
         }
+        RowCodec::decode(record, hops)
+    }
+
+    /// Decodes a row of a funnel of `hops` hops from its bytes.
+    fn decode(record: &[u8], hops: usize) -> Result<Row> {
         let mut at = 0;
         let mut take = |n: usize| -> Result<&[u8]> {
             let bytes = record
