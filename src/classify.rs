@@ -442,6 +442,9 @@ pub fn overlap_spans(
     by_key.sort_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)).then(x.2.total_cmp(&y.2)));
     let mut spans = Vec::new();
     for group in by_key.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+        if group.len() < 2 {
+            continue; // one attempt never overlaps: most lines, and no lists to make
+        }
         let (hop, key) = (group[0].0, group[0].1);
         spans.extend(
             stretches_with_two_active(group.iter().map(|&(_, _, s, e)| (s, e)))
