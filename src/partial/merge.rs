@@ -165,8 +165,8 @@ pub fn merge(
     // this one tallies and writes them (the two halves took about as long, one after the
     // other). Each batch goes back to that thread to be emptied there: its rows are freed
     // by the thread that allocated them (a free from another thread was 7 % of this one's
-    // time).
-    type Batch = Vec<(OperationResult, u32)>;
+    // time). Each row comes with its bursts, looked up once.
+    type Batch<'m> = Vec<(OperationResult, &'m [(u32, u16, u32)])>;
     let in_bursts = &in_bursts;
     std::thread::scope(|scope| -> Result<()> {
         let (batches, merged) = std::sync::mpsc::sync_channel::<Result<Batch>>(4);
@@ -192,7 +192,9 @@ pub fn merge(
                             row.key
                         );
                     }
-                    batch.push((row.pending.resolve(row.key, &in_bursts.hops(id)), id));
+                    let members = in_bursts.of(id);
+                    let result = row.pending.resolve(row.key, &hops_of(members));
+                    batch.push((result, members));
                 }
                 previous = batch.last().map(|(r, _)| r.key.clone());
                 let last = batch.len() < ROWS_PER_BATCH;
@@ -207,8 +209,8 @@ pub fn merge(
         });
         for batch in merged {
             let batch = batch?;
-            for (result, id) in &batch {
-                for &(_, _, b) in in_bursts.of(*id) {
+            for (result, members) in &batch {
+                for &(_, _, b) in *members {
                     let list = &mut burst_operations[b as usize];
                     if list.len() < BURST_OPERATIONS_LISTED && list.last() != Some(&result.key) {
                         list.push(result.key.clone());
