@@ -35,7 +35,7 @@ use rayon::prelude::*;
 
 use crate::diagnostics::{BadInputPolicy, Diagnostics};
 use crate::model::{
-    Event, EventFields, Interner, KeyRef, Millis, OperationKey, Partition, SourceRef, Sym,
+    Event, EventFields, Interner, KeyRef, Millis, OperationKey, Partition, SourceRef, Step, Sym,
 };
 use crate::rules::HopOrder;
 pub use fields::CheckedLine;
@@ -331,11 +331,13 @@ fn read_part(
             // (see `LOOK_AHEAD`): each partition's strings are new to the table.
             let blocks: Vec<spill::Block> = batch.blocks().collect();
             for block in blocks.iter().take(LOOK_AHEAD) {
-                block.prefetch(&into.strings);
+                block.prefetch(&into.strings, Step::Slot);
             }
             for (i, block) in blocks.iter().enumerate() {
-                if let Some(next) = blocks.get(i + LOOK_AHEAD) {
-                    next.prefetch(&into.strings);
+                for (ahead, step) in PREFETCH_STEPS {
+                    if let Some(next) = blocks.get(i + ahead) {
+                        next.prefetch(&into.strings, step);
+                    }
                 }
                 let op = keys.op(into, block.run, block.id);
                 block.push_events(op, &mut into.strings, &mut into.events);
@@ -522,30 +524,38 @@ type Line<'b> = (u64, &'b [u8], bool);
 /// A batch of lines and what parsing each gave.
 type Parsed<'b, T> = (Vec<Line<'b>>, Vec<Result<T, String>>);
 
-/// How many lines ahead of the one kept [`LookAhead::prefetch`] is called: far enough for
-/// a load from memory to arrive while the lines between are kept.
+/// How many lines ahead of the one kept [`LookAhead::prefetch`] is first called: far
+/// enough for a load from memory to arrive while the lines between are kept.
 const LOOK_AHEAD: usize = 4;
+
+/// How many lines ahead each step of loading a line's strings is taken: each a load that
+/// needs the one before it arrived (see [`Interner::prefetch_step`]).
+const PREFETCH_STEPS: [(usize, Step); 3] = [
+    (LOOK_AHEAD, Step::Slot),
+    (LOOK_AHEAD / 2, Step::Ends),
+    (1, Step::Bytes),
+];
 
 /// A parsed line about to be kept, which can say which strings it will intern.
 trait LookAhead {
-    /// Starts loading what interning this line's strings will read.
-    fn prefetch(&self, _strings: &Interner) {}
+    /// Takes one step of loading what interning this line's strings will read.
+    fn prefetch(&self, _strings: &Interner, _step: Step) {}
 }
 
 /// Spans are interned once all are read ([`Reader::push_spans`]), not line by line.
 impl LookAhead for Vec<Result<(MappedSpan, Option<String>), String>> {}
 
 impl LookAhead for preset::Read {
-    fn prefetch(&self, strings: &Interner) {
+    fn prefetch(&self, strings: &Interner, step: Step) {
         if let preset::Read::Attempts(lines) = self {
-            lines.iter().for_each(|line| line.prefetch(strings));
+            lines.iter().for_each(|line| line.prefetch(strings, step));
         }
     }
 }
 
 impl LookAhead for CheckedLine<'_> {
-    fn prefetch(&self, strings: &Interner) {
-        strings.prefetch(&self.operation_id);
+    fn prefetch(&self, strings: &Interner, step: Step) {
+        strings.prefetch_step(&self.operation_id, step);
         let others = [
             &self.target,
             &self.message_id,
@@ -553,7 +563,7 @@ impl LookAhead for CheckedLine<'_> {
             &self.parent_id,
         ];
         for s in others.into_iter().flatten() {
-            strings.prefetch(s);
+            strings.prefetch_step(s, step);
         }
     }
 }
@@ -1028,11 +1038,13 @@ impl<'c> Reader<'c> {
         keep: &mut impl FnMut(&mut Self, SourceRef, T) -> Vec<String>,
     ) -> Result<()> {
         for value in results.iter().take(LOOK_AHEAD).flatten() {
-            value.prefetch(&self.out.strings);
+            value.prefetch(&self.out.strings, Step::Slot);
         }
         for (i, &(n, _, _)) in lines.iter().enumerate() {
-            if let Some(Ok(value)) = results.get(i + LOOK_AHEAD) {
-                value.prefetch(&self.out.strings);
+            for (ahead, step) in PREFETCH_STEPS {
+                if let Some(Ok(value)) = results.get(i + ahead) {
+                    value.prefetch(&self.out.strings, step);
+                }
             }
             // Taken out in place (an empty message allocates nothing): the lines ahead
             // are still to be looked at.

@@ -36,7 +36,7 @@ use rayon::prelude::*;
 
 use crate::model::{
     partition_of, Event, EventFields, EventKind, Interner, Millis, Outcome, PointKind, SourceRef,
-    Sym, Timing,
+    Step, Sym, Timing,
 };
 
 /// `--memory-limit` when none is given: 1 GiB. A laptop or a CI runner (GitHub's smallest
@@ -337,11 +337,11 @@ struct SpilledEvent {
 impl Block<'_> {
     /// Starts loading the table slots of the block's ID and of its first event's strings
     /// (the events after it mostly repeat them).
-    pub fn prefetch(&self, strings: &Interner) {
-        strings.prefetch(self.id);
+    pub fn prefetch(&self, strings: &Interner, step: Step) {
+        strings.prefetch_step(self.id, step);
         if let Some(first) = self.events.first() {
             for (from, to) in first.strings.into_iter().flatten() {
-                strings.prefetch(slice(self.text, (from, to)));
+                strings.prefetch_step(slice(self.text, (from, to)), step);
             }
         }
     }
