@@ -99,19 +99,15 @@ impl Interner {
             return; // a new string (or another one first): nothing stored to compare
         }
         let id = (slot as u32 - 1) as usize;
-        match step {
-            Step::Slot => {}
-            Step::Ends => {
-                prefetch(&self.ends[id]);
-                if id > 0 {
-                    prefetch(&self.ends[id - 1]);
-                }
+        if step == Step::Ends {
+            prefetch(&self.ends[id]);
+            if id > 0 {
+                prefetch(&self.ends[id - 1]);
             }
-            Step::Bytes => {
-                let start = if id == 0 { 0 } else { self.ends[id - 1] };
-                if let Some(first) = self.bytes.as_bytes().get(start) {
-                    prefetch(first);
-                }
+        } else {
+            let start = if id == 0 { 0 } else { self.ends[id - 1] };
+            if let Some(first) = self.bytes.as_bytes().get(start) {
+                prefetch(first);
             }
         }
     }
@@ -655,7 +651,7 @@ pub struct OperationKey {
 pub type KeyRef<'a> = (Option<&'a str>, &'a str);
 
 impl OperationKey {
-    pub fn as_ref(&self) -> KeyRef<'_> {
+    pub fn key_ref(&self) -> KeyRef<'_> {
         (self.test_run_id.as_deref(), &self.operation_id)
     }
 }

@@ -581,14 +581,15 @@ impl StatsBuilder {
         }
     }
 
-    /// [`AttemptStats::add`].
+    /// Counts one attempt, which had this role in its line.
     pub fn add(&mut self, a: &Attempt, role: Role) {
         self.stats.count(a, role);
         self.starts
             .push((whole_ms(a.start_ms), series_of(a.hop, role) as u32));
     }
 
-    /// [`AttemptStats::add_operation_start`].
+    /// Counts a logical operation whose first attempt started at `ms` (one of the starts
+    /// given to [`StatsBuilder::add`]).
     pub fn add_operation_start(&mut self, ms: Millis) {
         self.starts.push((whole_ms(ms), 0));
     }

@@ -1122,7 +1122,7 @@ mod tests {
             .expect("hops");
         let rows: Vec<Row> = (0..count).map(row).collect();
         let path = std::env::temp_dir().join(format!("af-rows-{}-{name}", std::process::id()));
-        let keyed = rows.iter().map(|r| (r.key.as_ref(), &r.pending));
+        let keyed = rows.iter().map(|r| (r.key.key_ref(), &r.pending));
         let spilled = SpilledRows::write(keyed, &hops, &path).expect("written");
         (rows, spilled, path)
     }

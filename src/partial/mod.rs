@@ -124,7 +124,7 @@ impl Partial {
     pub fn spill(&mut self, dir: &std::path::Path, name: &str) -> Result<()> {
         let hops = self.rules.rules()?.hops;
         if let Rows::Memory(rows) = &self.rows {
-            let keyed = rows.iter().map(|r| (r.key.as_ref(), &r.pending));
+            let keyed = rows.iter().map(|r| (r.key.key_ref(), &r.pending));
             let path = rows_path(dir, name);
             self.rows = Rows::Spilled(format::SpilledRows::write(keyed, &hops, &path)?);
         }
