@@ -304,14 +304,12 @@ fn analyze_partitions(
     let dir = read.partitions(|part, dir| {
         crate::profile::note("partition read back");
         // Each partition knows the trace end of all the input: nothing is deferred. Its
-        // events are dropped once analysed; its strings are read into again.
-        // Its rows and retry starts wait on disk for the merge: no partition's rows stay
-        // in memory, and the merge reads the retry starts one hop at a time.
+        // events are dropped once analysed; its strings are read into again. Its rows and
+        // retry starts wait on disk for the merge: no partition's rows stay in memory, and
+        // the merge reads the retry starts one hop at a time.
         let name = format!("partition-{}", partials.len());
-        let rows_to = dir.map(|dir| partial::rows_path(dir, &name));
-        let mut partial = partial::build(part, rules, keep, true, rows_to.as_deref())?;
-        if let Some(dir) = dir {
-            partial.spill(dir, &name)?;
+        let partial = partial::build(part, rules, keep, true, dir.map(|d| (d, name.as_str())))?;
+        if dir.is_some() {
             crate::profile::note("partition spilled");
         }
         partials.push(partial);

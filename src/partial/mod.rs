@@ -113,7 +113,7 @@ impl Retries {
 }
 
 /// The file of the rows that [`Partial::spill`] (or [`build`]) sets aside under `name`.
-pub fn rows_path(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+fn rows_path(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     dir.join(format!("{name}-rows"))
 }
 
@@ -405,13 +405,14 @@ pub fn analyze_attempts(
 /// the events' vector is left empty for the next partition's, see
 /// [`Ingested::free_events`]). `global`: this input is all the input (else operations
 /// with an unfinished attempt are deferred to the merge, which knows where all the input
-/// ends). `rows_to`: its rows go straight to this file ([`rows_path`]), not to memory.
+/// ends). `spill_to`: a directory and a name under which its rows and retry starts are
+/// set aside, as [`Partial::spill`] does (the rows go there straight from the pass).
 pub fn build(
     ingested: &mut Ingested,
     rules: &Rules,
     keep: &Keep,
     global: bool,
-    rows_to: Option<&std::path::Path>,
+    spill_to: Option<(&std::path::Path, &str)>,
 ) -> Result<Partial> {
     let pass = partition_pass(ingested, rules, keep, global);
     // Left empty: a second analysis of these operations has no bad lines of its own.
@@ -419,7 +420,12 @@ pub fn build(
         &mut ingested.diagnostics,
         Diagnostics::new(BadInputPolicy::Report),
     );
-    from_pass(pass, ingested, rules, &diagnostics, rows_to)
+    let rows_to = spill_to.map(|(dir, name)| rows_path(dir, name));
+    let mut partial = from_pass(pass, ingested, rules, &diagnostics, rows_to.as_deref())?;
+    if let Some((dir, name)) = spill_to {
+        partial.spill(dir, name)?;
+    }
+    Ok(partial)
 }
 
 /// Turns a pass over `ingested`'s operations into a partial: rows keyed and sorted, retry
