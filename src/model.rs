@@ -21,8 +21,8 @@ pub struct SourceRef {
 /// Strings seen in the input, stored once, back to back in one buffer. A table of 8-byte
 /// slots finds them: with a million operation and message IDs, one boxed string and one
 /// 24-byte map entry per string would cost twice the memory, and first-touching
-/// memory is a third of the run time on these machines. foldhash: a local file needs no
-/// protection from crafted collisions.
+/// memory is a third of the run time on these machines. Strings are found by their
+/// [`StrHash`].
 #[derive(Debug, Default)]
 pub struct Interner {
     /// Open addressing with linear probing, at most half full: per slot the high half of
@@ -34,7 +34,21 @@ pub struct Interner {
     bytes: String,
     /// End offset in `bytes` of each string; a string starts where the previous one ends.
     ends: Vec<usize>,
-    hasher: foldhash::fast::FixedState,
+}
+
+/// A string's hash for an [`Interner`]. Reading computes it on the parse threads, once per
+/// string, and interning (the serial step) takes it from there: the keep loop used to hash
+/// each string four times, for its three loads ahead and the lookup itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StrHash(u64);
+
+impl StrHash {
+    /// foldhash with its fixed seed, the same on every thread: a local file needs no
+    /// protection from crafted collisions.
+    #[inline]
+    pub fn of(s: &str) -> StrHash {
+        StrHash(foldhash::fast::FixedState::default().hash_one(s))
+    }
 }
 
 /// The steps of [`Interner::prefetch_step`], in the order they are taken.
@@ -50,10 +64,15 @@ const MIN_SLOTS: usize = 1 << 10;
 
 impl Interner {
     pub fn intern(&mut self, s: &str) -> Sym {
+        self.intern_hashed(s, StrHash::of(s))
+    }
+
+    /// [`Interner::intern`] with the string's hash computed already.
+    pub fn intern_hashed(&mut self, s: &str, StrHash(hash): StrHash) -> Sym {
+        debug_assert_eq!(StrHash(hash), StrHash::of(s));
         if self.slots.len() < 2 * (self.ends.len() + 1) {
             self.grow();
         }
-        let hash = self.hasher.hash_one(s);
         let tag = hash >> 32;
         let mask = self.slots.len() - 1;
         let mut at = hash as usize & mask;
@@ -85,10 +104,15 @@ impl Interner {
     /// interning, the serial step of reading.
     #[inline]
     pub fn prefetch_step(&self, s: &str, step: Step) {
+        self.prefetch_hashed(StrHash::of(s), step);
+    }
+
+    /// [`Interner::prefetch_step`] for the string with this hash.
+    #[inline]
+    pub fn prefetch_hashed(&self, StrHash(hash): StrHash, step: Step) {
         if self.slots.is_empty() {
             return;
         }
-        let hash = self.hasher.hash_one(s);
         let at = hash as usize & (self.slots.len() - 1);
         if step == Step::Slot {
             prefetch(&self.slots[at]);
@@ -120,7 +144,7 @@ impl Interner {
         self.slots.resize(len, 0);
         let mask = len - 1;
         for id in 0..self.ends.len() as Sym {
-            let hash = self.hasher.hash_one(stored(&self.bytes, &self.ends, id));
+            let StrHash(hash) = StrHash::of(stored(&self.bytes, &self.ends, id));
             let mut at = hash as usize & mask;
             while self.slots[at] != 0 {
                 at = (at + 1) & mask;

@@ -26,6 +26,7 @@ mod zipkin;
 
 pub use parquet::{worker::main as run_parquet_worker, WORKER_COMMAND as PARQUET_WORKER_COMMAND};
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -35,7 +36,8 @@ use rayon::prelude::*;
 
 use crate::diagnostics::{BadInputPolicy, Diagnostics};
 use crate::model::{
-    Event, EventFields, Interner, KeyRef, Millis, OperationKey, Partition, SourceRef, Step, Sym,
+    Event, EventFields, Interner, KeyRef, Millis, OperationKey, Partition, SourceRef, Step,
+    StrHash, Sym,
 };
 use crate::rules::HopOrder;
 pub use fields::CheckedLine;
@@ -339,7 +341,8 @@ fn read_part(
                         next.prefetch(&into.strings, step);
                     }
                 }
-                let op = keys.op(into, block.run, block.id);
+                let (run, id) = block.key();
+                let op = keys.op(into, run, id);
                 block.push_events(op, &mut into.strings, &mut into.events);
                 if let Some((parts, budget)) = split {
                     if held_bytes(into, keys) > *budget / 2 {
@@ -403,10 +406,16 @@ struct Keys {
 const NO_OPERATION: u32 = u32::MAX;
 
 impl Keys {
-    /// The index of an operation in `ingested`'s table, added when new.
-    fn op(&mut self, ingested: &mut Ingested, run: Option<&str>, id: &str) -> u32 {
-        let run = run.map(|r| ingested.strings.intern(r));
-        let id = ingested.strings.intern(id);
+    /// The index of an operation in `ingested`'s table, added when new; its strings come
+    /// with their hashes.
+    fn op(
+        &mut self,
+        ingested: &mut Ingested,
+        run: Option<(StrHash, &str)>,
+        (id_hash, id): (StrHash, &str),
+    ) -> u32 {
+        let run = run.map(|(hash, r)| ingested.strings.intern_hashed(r, hash));
+        let id = ingested.strings.intern_hashed(id, id_hash);
         let next = ingested.operations.len() as u32;
         if self.by_id.len() <= id as usize {
             let len = (id as usize + 1).max(2 * self.by_id.len());
@@ -549,6 +558,43 @@ impl LookAhead for preset::Read {
     fn prefetch(&self, strings: &Interner, step: Step) {
         if let preset::Read::Attempts(lines) = self {
             lines.iter().for_each(|line| line.prefetch(strings, step));
+        }
+    }
+}
+
+/// A checked line with the hashes of the strings it will intern, taken where it was parsed
+/// (see [`StrHash`]).
+pub(super) struct HashedLine<'a> {
+    /// Its target, message, span and parent IDs are in `others`.
+    line: CheckedLine<'a>,
+    operation_id: StrHash,
+    test_run_id: Option<StrHash>,
+    /// The target, message ID, span ID and parent ID, each with its hash.
+    others: [Option<(StrHash, Cow<'a, str>)>; 4],
+}
+
+impl<'a> HashedLine<'a> {
+    fn new(mut line: CheckedLine<'a>) -> HashedLine<'a> {
+        let hashed = |s: Option<Cow<'a, str>>| s.map(|s| (StrHash::of(&s), s));
+        HashedLine {
+            operation_id: StrHash::of(&line.operation_id),
+            test_run_id: line.test_run_id.as_deref().map(StrHash::of),
+            others: [
+                hashed(line.target.take()),
+                hashed(line.message_id.take()),
+                hashed(line.span_id.take()),
+                hashed(line.parent_id.take()),
+            ],
+            line,
+        }
+    }
+}
+
+impl LookAhead for HashedLine<'_> {
+    fn prefetch(&self, strings: &Interner, step: Step) {
+        strings.prefetch_hashed(self.operation_id, step);
+        for (hash, _) in self.others.iter().flatten() {
+            strings.prefetch_hashed(*hash, step);
         }
     }
 }
@@ -779,6 +825,17 @@ impl<'c> Reader<'c> {
     /// Keeps a validated line as an event, when its operation is this run's partition's
     /// (`--partition K/N`): the line is dropped before anything of it is stored.
     pub fn push(&mut self, source: SourceRef, line: CheckedLine) {
+        self.push_hashed(source, HashedLine::new(line));
+    }
+
+    /// [`Reader::push`] of a line whose strings were hashed as it was parsed.
+    fn push_hashed(&mut self, source: SourceRef, hashed: HashedLine) {
+        let HashedLine {
+            line,
+            operation_id,
+            test_run_id,
+            others,
+        } = hashed;
         if let Some(partition) = self.config.partition {
             if !partition.owns(line.test_run_id.as_deref(), &line.operation_id) {
                 let latest = self.out.latest_elsewhere_ms.get_or_insert(0.0);
@@ -788,18 +845,19 @@ impl<'c> Reader<'c> {
         }
         let op = self.keys.op(
             &mut self.out,
-            line.test_run_id.as_deref(),
-            &line.operation_id,
+            test_run_id.zip(line.test_run_id.as_deref()),
+            (operation_id, &line.operation_id),
         );
         let out = &mut self.out;
-        let mut intern = |s: Option<std::borrow::Cow<str>>| s.map(|s| out.strings.intern(&s));
+        let [target, message_id, span_id, parent_id] =
+            others.map(|s| s.map(|(hash, s)| out.strings.intern_hashed(&s, hash)));
         let fields = EventFields {
             attempt: line.attempt,
             delivery: line.delivery,
-            target: intern(line.target),
-            message_id: intern(line.message_id),
-            span_id: intern(line.span_id),
-            parent_id: intern(line.parent_id),
+            target,
+            message_id,
+            span_id,
+            parent_id,
             delay_ms: line.delay_ms,
             retry_after_ms: line.retry_after_ms,
             outcome: line.outcome,
@@ -1065,8 +1123,8 @@ impl<'c> Reader<'c> {
     fn event_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
         const NOT_UTF8: &str = "not valid UTF-8: attempt events must be UTF-8 text";
         let (hops, config) = (self.hops, self.config);
-        let keep = |reader: &mut Self, source, checked| {
-            reader.push(source, checked);
+        let keep = |reader: &mut Self, source, hashed| {
+            reader.push_hashed(source, hashed);
             Vec::new()
         };
         // Two loops, not a test per line: the plain one is the fast path as it was, with
@@ -1076,9 +1134,12 @@ impl<'c> Reader<'c> {
                 file,
                 chunk,
                 NOT_UTF8,
-                |text, _, unterminated| match format {
-                    InputFormat::Logfmt => logfmt::parse(text).and_then(|f| f.check(hops)),
-                    _ => jsonl::parse_checked(text, unterminated, hops),
+                |text, _, unterminated| {
+                    match format {
+                        InputFormat::Logfmt => logfmt::parse(text).and_then(|f| f.check(hops)),
+                        _ => jsonl::parse_checked(text, unterminated, hops),
+                    }
+                    .map(HashedLine::new)
                 },
                 keep,
             ),
@@ -1095,6 +1156,7 @@ impl<'c> Reader<'c> {
                     object
                         .and_then(|o| mapping.read_object(&o))
                         .and_then(|row| mapping.check(row, hops))
+                        .map(HashedLine::new)
                 },
                 keep,
             ),

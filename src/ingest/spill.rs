@@ -36,7 +36,7 @@ use rayon::prelude::*;
 
 use crate::model::{
     partition_of, Event, EventFields, EventKind, Interner, Millis, Outcome, PointKind, SourceRef,
-    Step, Sym, Timing,
+    Step, StrHash, Sym, Timing,
 };
 
 /// `--memory-limit` when none is given: 1 GiB. A laptop or a CI runner (GitHub's smallest
@@ -299,9 +299,18 @@ pub struct Batch {
 /// Where a decoded block is in its batch: its key as ranges of the text, its events as a
 /// range of the events.
 struct BlockAt {
-    run: Option<(u32, u32)>,
-    id: (u32, u32),
+    run: Option<TextAt>,
+    id: TextAt,
     events: std::ops::Range<usize>,
+}
+
+/// A string of a batch: its range in the text, and its hash for the interner, computed on
+/// the decoding thread (the interning one only looks it up).
+#[derive(Debug, Clone, Copy)]
+struct TextAt {
+    from: u32,
+    to: u32,
+    hash: StrHash,
 }
 
 impl Batch {
@@ -311,6 +320,8 @@ impl Batch {
         self.blocks.iter().map(move |b| Block {
             run: b.run.map(|r| slice(text, r)),
             id: slice(text, b.id),
+            run_hash: b.run.map(|r| r.hash),
+            id_hash: b.id.hash,
             events: &self.events[b.events.clone()],
             text,
         })
@@ -321,6 +332,8 @@ impl Batch {
 pub struct Block<'r> {
     pub run: Option<&'r str>,
     pub id: &'r str,
+    run_hash: Option<StrHash>,
+    id_hash: StrHash,
     events: &'r [SpilledEvent],
     /// The text the events' string ranges point into.
     text: &'r str,
@@ -331,19 +344,24 @@ pub struct Block<'r> {
 /// range of the batch's text.
 struct SpilledEvent {
     event: Event,
-    strings: [Option<(u32, u32)>; 4],
+    strings: [Option<TextAt>; 4],
 }
 
 impl Block<'_> {
     /// Starts loading the table slots of the block's ID and of its first event's strings
     /// (the events after it mostly repeat them).
     pub fn prefetch(&self, strings: &Interner, step: Step) {
-        strings.prefetch_step(self.id, step);
+        strings.prefetch_hashed(self.id_hash, step);
         if let Some(first) = self.events.first() {
-            for (from, to) in first.strings.into_iter().flatten() {
-                strings.prefetch_step(slice(self.text, (from, to)), step);
+            for at in first.strings.iter().flatten() {
+                strings.prefetch_hashed(at.hash, step);
             }
         }
+    }
+
+    /// The block's key, each string with its hash: for [`Interner::intern_hashed`].
+    pub fn key(&self) -> (Option<(StrHash, &str)>, (StrHash, &str)) {
+        (self.run_hash.zip(self.run), (self.id_hash, self.id))
     }
 
     /// Appends the block's events to `into`, as operation `op`, their strings interned
@@ -361,7 +379,7 @@ impl Block<'_> {
                 let id = match *last {
                     // A repeat in the file is the very same text: no compare needed.
                     Some((seen, id)) if std::ptr::eq(seen, text) || seen == text => id,
-                    _ => strings.intern(text),
+                    _ => strings.intern_hashed(text, range.hash),
                 };
                 *last = Some((text, id));
                 *sym = Some(id);
@@ -375,7 +393,7 @@ impl Block<'_> {
 
 /// A string of a block, by its range in the batch's text: whole characters, as the
 /// decoder copied them there.
-fn slice(text: &str, (from, to): (u32, u32)) -> &str {
+fn slice(text: &str, TextAt { from, to, .. }: TextAt) -> &str {
     &text[from as usize..to as usize]
 }
 
@@ -640,8 +658,8 @@ struct Decoder<'a> {
 
 /// Where a decoded block's key is in the text.
 struct Header {
-    run: Option<(u32, u32)>,
-    id: (u32, u32),
+    run: Option<TextAt>,
+    id: TextAt,
 }
 
 impl<'a> Decoder<'a> {
@@ -682,15 +700,19 @@ impl<'a> Decoder<'a> {
     }
 
     /// A string of `len` bytes, copied to the text: its range there.
-    fn string(&mut self, len: u64) -> Result<(u32, u32), Stop> {
+    fn string(&mut self, len: u64) -> Result<TextAt, Stop> {
         let len = usize::try_from(len).map_err(|_| Stop::Damaged("string too long"))?;
         let bytes = self.take(len)?;
         let text =
             simdutf8::basic::from_utf8(bytes).map_err(|_| Stop::Damaged("string not UTF-8"))?;
         let from = self.text.len();
         self.text.push_str(text);
-        let range = |n: usize| u32::try_from(n).map_err(|_| Stop::Damaged("block too long"));
-        Ok((range(from)?, range(self.text.len())?))
+        let offset = |n: usize| u32::try_from(n).map_err(|_| Stop::Damaged("block too long"));
+        Ok(TextAt {
+            from: offset(from)?,
+            to: offset(self.text.len())?,
+            hash: StrHash::of(text),
+        })
     }
 
     fn f64(&mut self) -> Result<f64, Stop> {
@@ -723,7 +745,7 @@ fn decode_block(d: &mut Decoder, events: &mut Vec<SpilledEvent>) -> Result<Heade
 }
 
 /// Decodes an event; `before` holds the strings of the event before it in its block.
-fn get_event(d: &mut Decoder, before: &mut [Option<(u32, u32)>; 4]) -> Result<SpilledEvent, Stop> {
+fn get_event(d: &mut Decoder, before: &mut [Option<TextAt>; 4]) -> Result<SpilledEvent, Stop> {
     let flags = d.varint()?;
     let has = |bit: u64| flags & bit != 0;
     let source = SourceRef {
@@ -752,7 +774,7 @@ fn get_event(d: &mut Decoder, before: &mut [Option<(u32, u32)>; 4]) -> Result<Sp
         Some(code) => Some(outcome_of(code).ok_or(Stop::Damaged("unknown outcome"))?),
         None => None,
     };
-    let mut strings: [Option<(u32, u32)>; 4] = Default::default();
+    let mut strings: [Option<TextAt>; 4] = Default::default();
     for ((slot, before), (present, same)) in strings.iter_mut().zip(&*before).zip(STRING_BITS) {
         *slot = match (has(present), has(same)) {
             (false, false) => None,
