@@ -23,7 +23,11 @@ const FORMATS: [(&str, &str); 7] = [
     ("html", "report.html"),
 ];
 
-/// The bytes of every format, in memory and under `limit`, and what the spilled run said.
+/// A limit that holds every test input in memory.
+const IN_MEMORY: &str = "16G";
+
+/// The bytes of every format, in memory (under a limit far above the input) and under
+/// `limit`, and what the spilled run said.
 fn compare_every_format(inputs: &[&Path], limit: &str, extra: &[&str]) {
     let out = TempDir::new("memory-out");
     let spill = TempDir::new("memory-spill");
@@ -39,16 +43,14 @@ fn compare_every_format(inputs: &[&Path], limit: &str, extra: &[&str]) {
                 "--temp-dir".into(),
                 spill.path.clone().into(),
             ];
-            if let Some(limit) = memory {
-                args.extend(["--memory-limit".into(), limit.into()]);
-            }
+            args.extend(["--memory-limit".into(), memory.unwrap_or(IN_MEMORY).into()]);
             args.extend(extra.iter().map(OsString::from));
             args.extend(inputs.iter().map(|p| p.as_os_str().to_owned()));
             let mut env = vec![("ATTEMPT_FUNNEL_PROFILE", "1")];
             env.push(("NO_COLOR", "1"));
             let run = analyze_env(&args, &env);
             run.expect_code(0);
-            // The profile notes each spill: the tiny limit did force it, and the default
+            // The profile notes each spill: the tiny limit did force it, and the large one
             // did not.
             let spilled = run.stderr.contains("spilled");
             assert_eq!(spilled, memory.is_some(), "{format}: {}", run.stderr);

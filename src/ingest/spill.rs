@@ -41,16 +41,24 @@ use crate::model::{
 
 /// `--memory-limit` when none is given: 1 GiB. A laptop or a CI runner (GitHub's smallest
 /// Linux runner has 7 GB, GitLab's 8 GB) has that to spare beside a browser or a build,
-/// and it holds about 3.5 M events in memory before anything is spilled, so runs up to
-/// about 700 k operations never touch the disk.
+/// and it holds about 1.75 M events in memory before anything is spilled, so runs up to
+/// about 350 k operations of a typical log never touch the disk.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 
 /// The events read (with their strings and operation table) may hold this share of the
-/// memory limit, 1/4, before they are spilled; a partition read back may hold as much. The
+/// memory limit, 1/8, before they are spilled; a partition read back may hold as much. The
 /// analysis of a partition takes about as much again (the grouping index, the per-operation
 /// results, the partial), the rows and retry starts of the merge and the program's fixed
 /// part (code, threads, 8 MiB read buffers, about 60 MB) come on top.
-pub const EVENTS_SHARE: u64 = 4;
+///
+/// Not more: memory first touched is the dearest thing a run does on these machines (the
+/// kernel zeroes each fresh page, and the host backs it), while a spill file is written
+/// into the page cache and read back once. With a quarter, 1 M operations took the same
+/// time or longer than with an eighth and 1.5× the peak memory (470 against 320 MB), 10 M
+/// 1.1× the time and 1.35× the memory, and the run held wholly in memory was the slowest
+/// of all (BENCHMARKS.md, "Spilling earlier"). A sixteenth was no faster again, and at
+/// 10 M its hundred partitions raised the merge's peak.
+pub const EVENTS_SHARE: u64 = 8;
 
 /// The fewest and the most partitions one spill (or one split of a partition) makes. The
 /// files are opened for each write and closed again, so many cost no file descriptors.
