@@ -55,7 +55,12 @@ use crate::report::{OutputFormat, Style};
 use crate::rules::{HopOrder, Rules};
 
 /// mimalloc: millions of small per-operation allocations from several threads are its
-/// home ground.
+/// home ground. Built with `no_thp`: by default it asks the kernel for transparent huge
+/// pages on its memory, and then the first touch of any byte of a 2 MiB range faults in
+/// and zeroes all of it, so each thread's scattered small allocations held whole huge
+/// pages. Without, on the benchmark's inputs: peak memory at 100 k operations 240 → 170 MB,
+/// at 1 M 310–330 → 260–280 MB, at 10 M 470 → 420 MB, and 10 M took 37 s instead of 47
+/// (1 M within the noise); BENCHMARKS.md, "Spilling earlier, no huge pages".
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
