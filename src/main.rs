@@ -53,13 +53,14 @@ use crate::ingest::{
 };
 use crate::report::{OutputFormat, Style};
 use crate::rules::{HopOrder, Rules};
+use crate::stats::AttemptStats;
 
 /// mimalloc: millions of small per-operation allocations from several threads are its
 /// home ground. Built with `no_thp`: by default it asks the kernel for transparent huge
 /// pages on its memory, and then the first touch of any byte of a 2 MiB range faults in
 /// and zeroes all of it, so each thread's scattered small allocations held whole huge
-/// pages. Without, on the benchmark's inputs: peak memory at 100 k operations 240 → 170 MB,
-/// at 1 M 310–330 → 260–280 MB, at 10 M 470 → 420 MB, and 10 M took 37 s instead of 47
+/// pages. Without, on the benchmark's inputs: peak memory at 100 k operations 233 → 163 MB,
+/// at 1 M 297–323 → 241–271 MB, at 10 M 457 → 411 MB, and 10 M took 37 s instead of 47
 /// (1 M within the noise); BENCHMARKS.md, "Spilling earlier, no huge pages".
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -305,7 +306,7 @@ fn analyze_partitions(
         return partial::analyze(read.head, rules, keep, listed, sink);
     }
     release_free_memory(PARTITION_PURGE_DELAY_MS);
-    let mut partials = Vec::new();
+    let mut partials: Vec<partial::Partial> = Vec::new();
     let dir = read.partitions(|part, dir| {
         crate::profile::note("partition read back");
         // Each partition knows the trace end of all the input: nothing is deferred. Its
@@ -313,9 +314,17 @@ fn analyze_partitions(
         // retry starts wait on disk for the merge: no partition's rows stay in memory, and
         // the merge reads the retry starts one hop at a time.
         let name = format!("partition-{}", partials.len());
-        let partial = partial::build(part, rules, keep, true, dir.map(|d| (d, name.as_str())))?;
+        let mut partial = partial::build(part, rules, keep, true, dir.map(|d| (d, name.as_str())))?;
         if dir.is_some() {
             crate::profile::note("partition spilled");
+        }
+        // Statistics are folded into the first partition's as each one ends, and the merge
+        // adds up the same numbers: a partition's time histogram and latency sketches are
+        // a megabyte or two, and the 155 partitions of 30 M operations held theirs until
+        // the merge, a third of that run's peak memory.
+        if let Some(first) = partials.first_mut() {
+            let stats = std::mem::replace(&mut partial.stats, AttemptStats::new(rules.hops.len()));
+            first.stats.merge(&stats)?;
         }
         partials.push(partial);
         release_free_memory(PARTITION_PURGE_DELAY_MS);

@@ -54,10 +54,10 @@ pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 /// Not more: memory first touched is the dearest thing a run does on these machines (the
 /// kernel zeroes each fresh page, and the host backs it), while a spill file is written
 /// into the page cache and read back once. With a quarter, 1 M operations took the same
-/// time or longer than with an eighth and 1.5× the peak memory (470 against 320 MB), 10 M
-/// 1.1× the time and 1.35× the memory, and the run held wholly in memory was the slowest
-/// of all (BENCHMARKS.md, "Spilling earlier"). A sixteenth was no faster again, and at
-/// 10 M its hundred partitions raised the merge's peak.
+/// time or longer than with an eighth and 1.45× the peak memory (about 465 against 320
+/// MB), 10 M 1.1× the time and 1.35× the memory, and the run held wholly in memory was the
+/// slowest of all (BENCHMARKS.md, "Spilling earlier, no huge pages"). A sixteenth was no
+/// faster again, and at 10 M its hundred partitions raised the merge's peak.
 pub const EVENTS_SHARE: u64 = 8;
 
 /// The fewest and the most partitions one spill (or one split of a partition) makes. The
