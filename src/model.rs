@@ -95,21 +95,15 @@ impl Interner {
         }
     }
 
-    /// One step of loading what interning `s` will read, each a trip to memory that needs
-    /// the one before in cache: its slot, then the end offsets of the string the slot
-    /// names, then that string's bytes. Called for the same string a few lines apart, in
-    /// that order, so that each step finds the one before loaded (a hit compares the
-    /// stored string: with only the slot loaded, that compare was the next wait). The
-    /// table outgrows the caches, and waiting on the slot alone was three quarters of
-    /// interning, the serial step of reading.
+    /// One step of loading what interning the string with this hash will read, each a
+    /// trip to memory that needs the one before in cache: its slot, then the end offsets
+    /// of the string the slot names, then that string's bytes. Called for the same string
+    /// a few lines apart, in that order, so that each step finds the one before loaded (a
+    /// hit compares the stored string: with only the slot loaded, that compare was the
+    /// next wait). The table outgrows the caches, and waiting on the slot alone was three
+    /// quarters of interning, the serial step of reading.
     #[inline]
-    pub fn prefetch_step(&self, s: &str, step: Step) {
-        self.prefetch_hashed(StrHash::of(s), step);
-    }
-
-    /// [`Interner::prefetch_step`] for the string with this hash.
-    #[inline]
-    pub fn prefetch_hashed(&self, StrHash(hash): StrHash, step: Step) {
+    pub fn prefetch_step(&self, StrHash(hash): StrHash, step: Step) {
         if self.slots.is_empty() {
             return;
         }

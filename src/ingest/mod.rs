@@ -554,7 +554,7 @@ trait LookAhead {
 /// Spans are interned once all are read ([`Reader::push_spans`]), not line by line.
 impl LookAhead for Vec<Result<(MappedSpan, Option<String>), String>> {}
 
-impl LookAhead for preset::Read {
+impl LookAhead for preset::Read<HashedLine<'_>> {
     fn prefetch(&self, strings: &Interner, step: Step) {
         if let preset::Read::Attempts(lines) = self {
             lines.iter().for_each(|line| line.prefetch(strings, step));
@@ -592,24 +592,9 @@ impl<'a> HashedLine<'a> {
 
 impl LookAhead for HashedLine<'_> {
     fn prefetch(&self, strings: &Interner, step: Step) {
-        strings.prefetch_hashed(self.operation_id, step);
+        strings.prefetch_step(self.operation_id, step);
         for (hash, _) in self.others.iter().flatten() {
-            strings.prefetch_hashed(*hash, step);
-        }
-    }
-}
-
-impl LookAhead for CheckedLine<'_> {
-    fn prefetch(&self, strings: &Interner, step: Step) {
-        strings.prefetch_step(&self.operation_id, step);
-        let others = [
-            &self.target,
-            &self.message_id,
-            &self.span_id,
-            &self.parent_id,
-        ];
-        for s in others.into_iter().flatten() {
-            strings.prefetch_step(s, step);
+            strings.prefetch_step(*hash, step);
         }
     }
 }
@@ -1177,12 +1162,13 @@ impl<'c> Reader<'c> {
             |text, _, unterminated| {
                 jsonl::parse_object(text, unterminated)
                     .and_then(|object| preset.read(object, mapping, hops))
+                    .map(|read| read.map(HashedLine::new))
             },
             |reader, source, read| {
                 match read {
                     preset::Read::Attempts(lines) => {
                         for line in lines {
-                            reader.push(source, line);
+                            reader.push_hashed(source, line);
                         }
                     }
                     preset::Read::Passed => passed += 1,

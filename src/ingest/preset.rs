@@ -168,7 +168,7 @@ impl Preset {
         mut object: Map<String, Value>,
         mapping: &KeyMapping,
         hops: &HopOrder,
-    ) -> Result<Read, String> {
+    ) -> Result<Read<CheckedLine<'static>>, String> {
         let spec = self.spec();
         let outcome = match self {
             Preset::K6 => {
@@ -213,13 +213,24 @@ impl Preset {
     }
 }
 
-/// What one line of a tool's log is.
+/// What one line of a tool's log is, its attempts as `L` (checked lines, then the same
+/// with their strings hashed).
 #[derive(Debug)]
-pub enum Read {
+pub enum Read<L> {
     /// Attempts, in order.
-    Attempts(Vec<CheckedLine<'static>>),
+    Attempts(Vec<L>),
     /// Not an attempt (another k6 metric, an Istio outbound line): passed by and counted.
     Passed,
+}
+
+impl<L> Read<L> {
+    /// The same line with each attempt made into an `M`.
+    pub fn map<M>(self, f: impl FnMut(L) -> M) -> Read<M> {
+        match self {
+            Read::Attempts(lines) => Read::Attempts(lines.into_iter().map(f).collect()),
+            Read::Passed => Read::Passed,
+        }
+    }
 }
 
 /// Istio names a server's inbound cluster `inbound|PORT||`, and a client's `outbound|…`.

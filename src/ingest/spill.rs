@@ -359,10 +359,10 @@ impl Block<'_> {
     /// Starts loading the table slots of the block's ID and of its first event's strings
     /// (the events after it mostly repeat them).
     pub fn prefetch(&self, strings: &Interner, step: Step) {
-        strings.prefetch_hashed(self.id_hash, step);
+        strings.prefetch_step(self.id_hash, step);
         if let Some(first) = self.events.first() {
             for at in first.strings.iter().flatten() {
-                strings.prefetch_hashed(at.hash, step);
+                strings.prefetch_step(at.hash, step);
             }
         }
     }
