@@ -27,12 +27,15 @@ const FORMATS: [(&str, &str); 7] = [
 const IN_MEMORY: &str = "16G";
 
 /// The bytes of every format, in memory (under a limit far above the input) and under
-/// `limit`, and what the spilled run said.
-fn compare_every_format(inputs: &[&Path], limit: &str, extra: &[&str]) {
+/// `limit`, and what the spilled run said; returns what the last spilled run wrote to
+/// stderr, its profile included.
+fn compare_every_format(inputs: &[&Path], limit: &str, extra: &[&str]) -> String {
+    let mut spilled_stderr = String::new();
     let out = TempDir::new("memory-out");
     let spill = TempDir::new("memory-spill");
     for (format, file) in FORMATS {
         let mut outputs = Vec::new();
+        let mut said = Vec::new();
         for memory in [None, Some(limit)] {
             let path = out.path.join(format!("{}-{file}", memory.unwrap_or("all")));
             let mut args: Vec<OsString> = vec![
@@ -54,19 +57,36 @@ fn compare_every_format(inputs: &[&Path], limit: &str, extra: &[&str]) {
             // did not.
             let spilled = run.stderr.contains("spilled");
             assert_eq!(spilled, memory.is_some(), "{format}: {}", run.stderr);
+            // What the run said besides the profile (bad lines, lines passed by, notes)
+            // is the same, too.
+            said.push(
+                run.stderr
+                    .lines()
+                    .filter(|l| !l.starts_with("profile:"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            );
             assert_eq!(
                 std::fs::read_dir(&spill.path).unwrap().count(),
                 0,
                 "{format}: the spill directory is left empty"
             );
             outputs.push(std::fs::read(&path).unwrap());
+            if memory.is_some() {
+                spilled_stderr = run.stderr;
+            }
         }
         assert!(!outputs[0].is_empty(), "{format}");
         assert!(
             outputs[0] == outputs[1],
             "{format}: the spilled run wrote other bytes than the run in memory"
         );
+        assert_eq!(
+            said[0], said[1],
+            "{format}: the spilled run said other things"
+        );
     }
+    spilled_stderr
 }
 
 /// `analyze` with `args` and extra environment variables.
@@ -90,6 +110,68 @@ fn analyze_env(args: &[OsString], env: &[(&str, &str)]) -> Run {
 fn the_incident_spilled_in_tiny_partitions_gives_every_format_byte_for_byte() {
     // 4 KiB: a few events per partition, so partitions are split again as they are read.
     compare_every_format(&[&fixture("incident.jsonl")], "4K", &[]);
+}
+
+/// Once the first spill is made, lines are encoded into the partitions where they are
+/// parsed: every reader of lines that makes attempts takes that path, with bad lines and
+/// lines passed by still reported in order. A first input of ten thousand lines (a few
+/// batches of lines) starts the spilling, so that each fixture after it is spilled as read.
+#[test]
+fn every_line_reader_spilled_as_read_gives_the_same_report() {
+    let dir = TempDir::new("memory-as-read");
+    let plain = dir.path.join("filler.jsonl");
+    let mapped = dir.path.join("filler-k8s.jsonl");
+    let lines =
+        |line: &dyn Fn(u32) -> String| (0..10_000).map(|i| line(i) + "\n").collect::<String>();
+    std::fs::write(
+        &plain,
+        lines(&|i| format!(r#"{{"operation_id":"filler-{i}","test_run_id":"filler","hop":"caller","start_ms":{i},"finish_ms":{},"outcome":"ok"}}"#, i + 5)),
+    )
+    .unwrap();
+    std::fs::write(
+        &mapped,
+        lines(&|i| format!(r#"{{"@timestamp":"2026-11-30T09:{:02}:{:02}.000Z","duration":"5ms","trace":{{"request_id":"filler-{i}"}},"labels":{{"test_run":"filler"}},"kubernetes":{{"labels":{{"app":"checkout-web"}}}},"retries":0,"http.status":"ok"}}"#, i / 60 % 60, i % 60)),
+    )
+    .unwrap();
+    let cases: [(&Path, &[&str], &[&str]); 5] = [
+        (&plain, &["bad/bad-lines.jsonl"], &["--skip-invalid"]),
+        (
+            &plain,
+            &["logfmt-trace.logfmt", "point-events-unnumbered.jsonl"],
+            &[],
+        ),
+        (
+            &plain,
+            &["presets/k6.json", "presets/envoy-wave.jsonl"],
+            &["--preset", "k6", "--preset", "envoy"],
+        ),
+        (
+            &mapped,
+            &["mapping/k8s-nested.jsonl"],
+            &["--policy", "fixtures/mapping/k8s.toml"],
+        ),
+        // A worker's share of the operations: the others' count only for the trace end.
+        (&plain, &["incident.jsonl"], &["--partition", "1/3"]),
+    ];
+    for (filler, fixtures, extra) in cases {
+        let mut inputs = vec![filler.to_path_buf()];
+        inputs.extend(fixtures.iter().map(|f| fixture(f)));
+        let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
+        let said = compare_every_format(&inputs, "64K", extra);
+        // More than the filler's last batch was spilled as read: the fixtures were.
+        let as_read: u64 = said
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("profile:   ")?
+                    .split(" events spilled as read")
+                    .next()?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("{fixtures:?}: no note of lines spilled as read: {said}"));
+        assert!(as_read > 0, "{fixtures:?}: nothing was spilled as read");
+    }
 }
 
 #[test]

@@ -530,8 +530,38 @@ const LINES_PER_BATCH: usize = 1 << 12;
 /// it is a last line cut short.
 type Line<'b> = (u64, &'b [u8], bool);
 
-/// A batch of lines and what parsing each gave.
-type Parsed<'b, T> = (Vec<Line<'b>>, Vec<Result<T, String>>);
+/// A batch of lines parsed, for the keeping side.
+enum Parsed<'b, H> {
+    /// Each line and what parsing it gave, to be kept line by line.
+    Kept {
+        lines: Vec<Line<'b>>,
+        results: Vec<Result<H, String>>,
+    },
+    /// Spilled as read, in stretches of [`SPILL_LINES`]: what keeping them still has to do.
+    Spilled { lines: u64, stretches: Vec<Stretch> },
+}
+
+impl<H> Parsed<'_, H> {
+    fn is_empty(&self) -> bool {
+        match self {
+            Parsed::Kept { lines, .. } => lines.is_empty(),
+            Parsed::Spilled { lines, .. } => *lines == 0,
+        }
+    }
+}
+
+/// A stretch of lines spilled as read: its attempts encoded for the spill files, and what
+/// else keeping its lines would have done.
+struct Stretch {
+    encoded: spill::Encoded,
+    /// Each bad line's number and what is wrong, in order.
+    bad: Vec<(u64, String)>,
+    /// The latest time of its events, and of those of other partitions (`--partition`).
+    latest_ms: Millis,
+    latest_elsewhere_ms: Option<Millis>,
+    /// Lines passed by as not attempts.
+    passed: u64,
+}
 
 /// How many lines ahead of the one kept [`LookAhead::prefetch`] is first called: far
 /// enough for a load from memory to arrive while the lines between are kept.
@@ -545,6 +575,72 @@ const PREFETCH_STEPS: [(usize, Step); 3] = [
     (1, Step::Bytes),
 ];
 
+/// What parsing a line gave, before it is kept: made ready for keeping on the parse
+/// thread ([`ParsedLine::hashed`]), or, once spilling began, spilled there.
+trait ParsedLine: Send {
+    /// The same, ready to be kept: its strings hashed for interning.
+    type Hashed: LookAhead + Send;
+
+    /// Whether lines of this kind are spilled as they are read once spilling began: what
+    /// keeping them does is all in [`ParsedLine::attempts`] and [`ParsedLine::passed`].
+    const SPILLS_AS_READ: bool;
+
+    fn hashed(self) -> Self::Hashed;
+
+    /// Its attempt lines, in order.
+    fn attempts(&self) -> &[CheckedLine<'_>] {
+        &[]
+    }
+
+    /// A line of a tool's log passed by as not attempts (counted, see [`Reader::passed`]).
+    fn passed(&self) -> bool {
+        false
+    }
+}
+
+impl<'a> ParsedLine for CheckedLine<'a> {
+    type Hashed = HashedLine<'a>;
+    const SPILLS_AS_READ: bool = true;
+
+    fn hashed(self) -> HashedLine<'a> {
+        HashedLine::new(self)
+    }
+
+    fn attempts(&self) -> &[CheckedLine<'_>] {
+        std::slice::from_ref(self)
+    }
+}
+
+impl<'a> ParsedLine for preset::Read<CheckedLine<'a>> {
+    type Hashed = preset::Read<HashedLine<'a>>;
+    const SPILLS_AS_READ: bool = true;
+
+    fn hashed(self) -> Self::Hashed {
+        self.map(HashedLine::new)
+    }
+
+    fn attempts(&self) -> &[CheckedLine<'_>] {
+        match self {
+            preset::Read::Attempts(lines) => lines,
+            preset::Read::Passed => &[],
+        }
+    }
+
+    fn passed(&self) -> bool {
+        matches!(self, preset::Read::Passed)
+    }
+}
+
+/// Spans are resolved once all are read ([`Reader::push_spans`]), never spilled as read.
+impl ParsedLine for MappedSpans {
+    type Hashed = MappedSpans;
+    const SPILLS_AS_READ: bool = false;
+
+    fn hashed(self) -> MappedSpans {
+        self
+    }
+}
+
 /// A parsed line about to be kept, which can say which strings it will intern.
 trait LookAhead {
     /// Takes one step of loading what interning this line's strings will read.
@@ -552,7 +648,7 @@ trait LookAhead {
 }
 
 /// Spans are interned once all are read ([`Reader::push_spans`]), not line by line.
-impl LookAhead for Vec<Result<(MappedSpan, Option<String>), String>> {}
+impl LookAhead for MappedSpans {}
 
 impl LookAhead for preset::Read<HashedLine<'_>> {
     fn prefetch(&self, strings: &Interner, step: Step) {
@@ -598,6 +694,49 @@ impl LookAhead for HashedLine<'_> {
         }
     }
 }
+
+/// A line as a spill file holds it, from line `source`: the event reading would keep (its
+/// strings apart) and its operation's key and strings as text.
+fn spill_event<'a>(line: &'a CheckedLine, source: SourceRef) -> spill::LineEvent<'a> {
+    let fields = EventFields {
+        attempt: line.attempt,
+        delivery: line.delivery,
+        target: None,
+        message_id: None,
+        span_id: None,
+        parent_id: None,
+        delay_ms: line.delay_ms,
+        retry_after_ms: line.retry_after_ms,
+        outcome: line.outcome,
+        effect: line.effect,
+        hidden: line.hidden,
+        untimed: line.untimed,
+    };
+    spill::LineEvent {
+        run: line.test_run_id.as_deref(),
+        id: &line.operation_id,
+        event: Event::new(source, 0, line.hop, line.timing, fields),
+        texts: [
+            &line.target,
+            &line.message_id,
+            &line.span_id,
+            &line.parent_id,
+        ]
+        .map(|s| s.as_deref()),
+    }
+}
+
+/// Where lines are spilled as they are read, once spilling began: the partitions, and the
+/// operations this run keeps (`--partition K/N`).
+#[derive(Clone, Copy)]
+struct SpillAsRead {
+    router: spill::Router,
+    partition: Option<Partition>,
+}
+
+/// Lines parsed at a time by one parse thread once lines are spilled as they are read:
+/// each such stretch is encoded into blocks of its own (see [`spill::encode_lines`]).
+const SPILL_LINES: usize = 1 << 10;
 
 /// A line longer than the limit, being skipped as it is read.
 struct LongLine {
@@ -651,6 +790,9 @@ pub(super) struct Reader<'c> {
     /// fit it.
     budget: Option<Budget>,
     spill: Option<Spill>,
+    /// Lines of a tool's log passed by as not attempts, in the chunk being read
+    /// ([`Reader::preset_chunk`]).
+    passed_lines: u64,
     /// The latest time of every event read, spilled ones included.
     latest_ms: Millis,
     /// The inputs' size as stored, when known, and the bytes of it read so far: how much
@@ -687,6 +829,7 @@ impl<'c> Reader<'c> {
             passed: Vec::new(),
             budget: None,
             spill: None,
+            passed_lines: 0,
             latest_ms: 0.0,
             total_bytes: None,
             read_bytes: None,
@@ -758,7 +901,10 @@ impl<'c> Reader<'c> {
             self.push_spans()?;
         }
         self.after_batch()?;
-        if self.spill.is_some() {
+        if let Some(spill) = &self.spill {
+            let as_read = spill.appended_events;
+            crate::profile::note(&format!("{as_read} events spilled as read"));
+            // Also writes what was spilled as read and is still held for a larger write.
             let held = held_bytes(&self.out, &self.keys);
             self.spill_events(held)?;
         }
@@ -999,37 +1145,83 @@ impl<'c> Reader<'c> {
     ///
     /// `keep` runs on one thread, in line order; while it takes one batch, the next one is
     /// parsed on the other cores, so that neither waits for the other.
-    fn chunk_lines<'b, T: Send + LookAhead>(
+    fn chunk_lines<'b, P: ParsedLine + 'b>(
         &mut self,
         file: File,
         chunk: &Chunk<'b>,
         not_utf8: &str,
-        parse: impl Fn(&'b str, SourceRef, bool) -> Result<T, String> + Sync,
-        mut keep: impl FnMut(&mut Self, SourceRef, T) -> Vec<String> + Send,
+        parse: impl Fn(&'b str, SourceRef, bool) -> Result<P, String> + Sync,
+        mut keep: impl FnMut(&mut Self, SourceRef, P::Hashed) -> Vec<String> + Send,
     ) -> Result<u64> {
         let bytes = chunk.bytes;
         let truncated_tail = chunk.at_eof && bytes.last() != Some(&b'\n');
         let source = |line: u64| file.line(line);
-        let parse_batch = |batch: &[Line<'b>]| -> Vec<Result<T, String>> {
-            batch
-                .par_iter()
-                .map(|&(n, raw, unterminated)| {
-                    if raw.len() as u64 > chunk.max_line_bytes {
-                        return Err(too_long(raw.len() as u64, chunk.max_line_bytes));
+        let parse_line = |&(n, raw, unterminated): &Line<'b>| -> Result<P, String> {
+            if raw.len() as u64 > chunk.max_line_bytes {
+                return Err(too_long(raw.len() as u64, chunk.max_line_bytes));
+            }
+            // SIMD: checking every byte of every line was 3 % of a run.
+            let Ok(text) = simdutf8::basic::from_utf8(raw) else {
+                return Err(not_utf8.to_string());
+            };
+            parse(text, source(n), unterminated)
+        };
+        // A stretch of lines parsed and spilled: nothing of a line outlives its encoding.
+        let spill_stretch = |stretch: &[Line<'b>], to: SpillAsRead| {
+            let mut out = Stretch {
+                encoded: spill::Encoded::default(),
+                bad: Vec::new(),
+                latest_ms: 0.0,
+                latest_elsewhere_ms: None,
+                passed: 0,
+            };
+            // Reserved whole: grown by doubling, its moves were a tenth of reading.
+            let mut parsed: Vec<(u64, P)> = Vec::with_capacity(stretch.len());
+            for line in stretch {
+                match parse_line(line) {
+                    Ok(value) => parsed.push((line.0, value)),
+                    Err(message) => out.bad.push((line.0, message)),
+                }
+            }
+            let mut events = Vec::with_capacity(parsed.len());
+            for (n, value) in &parsed {
+                out.passed += u64::from(value.passed());
+                for line in value.attempts() {
+                    let latest = line.timing.latest_ms();
+                    let (run, id) = (line.test_run_id.as_deref(), &line.operation_id);
+                    if to.partition.is_some_and(|p| !p.owns(run, id)) {
+                        let elsewhere = out.latest_elsewhere_ms.get_or_insert(0.0);
+                        *elsewhere = elsewhere.max(latest);
+                        continue;
                     }
-                    // SIMD: checking every byte of every line was 3 % of a run.
-                    let Ok(text) = simdutf8::basic::from_utf8(raw) else {
-                        return Err(not_utf8.to_string());
-                    };
-                    parse(text, source(n), unterminated)
-                })
-                .collect()
+                    out.latest_ms = out.latest_ms.max(latest);
+                    events.push(spill_event(line, source(*n)));
+                }
+            }
+            out.encoded = spill::encode_lines(to.router, &events);
+            out
+        };
+        let parse_batch = |lines: Vec<Line<'b>>, spill: Option<SpillAsRead>| match spill {
+            Some(to) if P::SPILLS_AS_READ => Parsed::Spilled {
+                lines: lines.len() as u64,
+                stretches: lines
+                    .par_chunks(SPILL_LINES)
+                    .map(|stretch| spill_stretch(stretch, to))
+                    .collect(),
+            },
+            _ => Parsed::Kept {
+                results: lines
+                    .par_iter()
+                    .map(|line| parse_line(line).map(P::hashed))
+                    .collect(),
+                lines,
+            },
         };
         let capacity = LINES_PER_BATCH.min(bytes.len() / 16 + 1);
         // The next batch of non-blank lines from byte `start`, numbered from `line`, and
         // what parsing each gave. Finding the lines is part of the parallel step: done
         // before it, it was a pass over every byte while the other core waited.
-        let next_batch = |start: &mut usize, line: &mut u64| -> Parsed<'b, T> {
+        let next_batch = |start: &mut usize, line: &mut u64, spill: Option<SpillAsRead>| {
             let mut batch: Vec<Line<'b>> = Vec::with_capacity(capacity);
             while *start < bytes.len() && batch.len() < LINES_PER_BATCH {
                 let (raw, next) = match memchr::memchr(b'\n', &bytes[*start..]) {
@@ -1043,43 +1235,60 @@ impl<'c> Reader<'c> {
                 *line += 1;
                 *start = next;
             }
-            let results = parse_batch(&batch);
-            (batch, results)
+            parse_batch(batch, spill)
         };
         let mut line = chunk.first_line;
         let mut start = 0;
         // The batch parsed last, waiting for `keep`.
-        let mut parsed: Option<Parsed<'b, T>> = None;
+        let mut parsed: Option<Parsed<'b, P::Hashed>> = None;
         loop {
-            let (batch, results) = match parsed.take() {
-                None => next_batch(&mut start, &mut line),
-                Some((lines, results)) => {
+            // Decided before the batch before is kept: if that one starts spilling, this
+            // one is still kept as events, and spilled after it (see `keep_batch`).
+            let spill = self.spilling_as_read();
+            let next = match parsed.take() {
+                None => next_batch(&mut start, &mut line, spill),
+                Some(batch) => {
                     let (kept, next) = rayon::join(
-                        || self.keep_batch(file, &lines, results, &mut keep),
-                        || next_batch(&mut start, &mut line),
+                        || self.keep_batch(file, batch, &mut keep),
+                        || next_batch(&mut start, &mut line, spill),
                     );
                     kept?;
                     next
                 }
             };
             // Only the end of the chunk leaves no line to parse.
-            if batch.is_empty() {
+            if next.is_empty() {
                 break;
             }
-            parsed = Some((batch, results));
+            parsed = Some(next);
         }
         Ok(line)
     }
 
+    /// Where lines are spilled as they are read: once events were spilled, every line
+    /// after is encoded where it is parsed and appended to its partition, never kept.
+    fn spilling_as_read(&self) -> Option<SpillAsRead> {
+        self.spill.as_ref().map(|spill| SpillAsRead {
+            router: spill.partitions.router(),
+            partition: self.config.partition,
+        })
+    }
+
     /// Hands a parsed batch to `keep`, line by line ([`Reader::chunk_lines`]), then spills
-    /// if the events held exceed the budget.
+    /// if the events held exceed the budget. A batch spilled as it was read has its
+    /// attempts appended to the partitions, its bad lines recorded and its lines counted.
     fn keep_batch<T: LookAhead>(
         &mut self,
         file: File,
-        lines: &[Line<'_>],
-        mut results: Vec<Result<T, String>>,
+        batch: Parsed<'_, T>,
         keep: &mut impl FnMut(&mut Self, SourceRef, T) -> Vec<String>,
     ) -> Result<()> {
+        let (lines, mut results) = match batch {
+            Parsed::Kept { lines, results } => (lines, results),
+            Parsed::Spilled { lines, stretches } => {
+                return self.keep_spilled(file, lines, stretches)
+            }
+        };
         for value in results.iter().take(LOOK_AHEAD).flatten() {
             value.prefetch(&self.out.strings, Step::Slot);
         }
@@ -1104,6 +1313,35 @@ impl<'c> Reader<'c> {
         self.after_batch()
     }
 
+    /// [`Reader::keep_batch`] of a batch spilled as it was read.
+    fn keep_spilled(&mut self, file: File, lines: u64, stretches: Vec<Stretch>) -> Result<()> {
+        // Events still held (the batch kept while the first spill was made) go first:
+        // each operation's events stay in input order.
+        if !self.out.events.is_empty() {
+            self.spill_events(held_bytes(&self.out, &self.keys))?;
+        }
+        self.out.lines_read += lines;
+        let spill = self
+            .spill
+            .as_mut()
+            .expect("spilled as read once spilling began");
+        for stretch in &stretches {
+            spill.append(&stretch.encoded)?;
+        }
+        for stretch in stretches {
+            self.latest_ms = self.latest_ms.max(stretch.latest_ms);
+            if let Some(elsewhere) = stretch.latest_elsewhere_ms {
+                let latest = self.out.latest_elsewhere_ms.get_or_insert(0.0);
+                *latest = latest.max(elsewhere);
+            }
+            self.passed_lines += stretch.passed;
+            for (n, message) in stretch.bad {
+                self.bad_line(file, n, message)?;
+            }
+        }
+        Ok(())
+    }
+
     /// JSON Lines or logfmt: one event per line.
     fn event_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
         const NOT_UTF8: &str = "not valid UTF-8: attempt events must be UTF-8 text";
@@ -1119,12 +1357,9 @@ impl<'c> Reader<'c> {
                 file,
                 chunk,
                 NOT_UTF8,
-                |text, _, unterminated| {
-                    match format {
-                        InputFormat::Logfmt => logfmt::parse(text).and_then(|f| f.check(hops)),
-                        _ => jsonl::parse_checked(text, unterminated, hops),
-                    }
-                    .map(HashedLine::new)
+                |text, _, unterminated| match format {
+                    InputFormat::Logfmt => logfmt::parse(text).and_then(|f| f.check(hops)),
+                    _ => jsonl::parse_checked(text, unterminated, hops),
                 },
                 keep,
             ),
@@ -1141,7 +1376,6 @@ impl<'c> Reader<'c> {
                     object
                         .and_then(|o| mapping.read_object(&o))
                         .and_then(|row| mapping.check(row, hops))
-                        .map(HashedLine::new)
                 },
                 keep,
             ),
@@ -1154,7 +1388,7 @@ impl<'c> Reader<'c> {
         let presets = std::mem::take(&mut self.presets);
         let hops = self.hops;
         let (preset, mapping) = &presets[index];
-        let mut passed = 0;
+        self.passed_lines = 0;
         let next = self.chunk_lines(
             file,
             chunk,
@@ -1162,7 +1396,6 @@ impl<'c> Reader<'c> {
             |text, _, unterminated| {
                 jsonl::parse_object(text, unterminated)
                     .and_then(|object| preset.read(object, mapping, hops))
-                    .map(|read| read.map(HashedLine::new))
             },
             |reader, source, read| {
                 match read {
@@ -1171,13 +1404,14 @@ impl<'c> Reader<'c> {
                             reader.push_hashed(source, line);
                         }
                     }
-                    preset::Read::Passed => passed += 1,
+                    preset::Read::Passed => reader.passed_lines += 1,
                 }
                 Vec::new()
             },
         );
         let preset = *preset;
         self.presets = presets;
+        let passed = std::mem::take(&mut self.passed_lines);
         if passed > 0 {
             match self.passed.last_mut() {
                 Some((f, p, n)) if *f == file.index && *p == preset => *n += passed,

@@ -18,6 +18,11 @@
 //!         [delay f32] [retry_after f32]
 //! ```
 //!
+//! Blocks come from the events held in memory at a spill ([`Parts::write`]: one block per
+//! operation and spill) and, once spilling began, from lines encoded where they were parsed
+//! ([`encode_lines`]: one block per operation and stretch of lines); both encode through
+//! one function, so that they write the same bytes for the same event.
+//!
 //! A string the event before it in its block has in the same place is not written again:
 //! its flag says "the same" (an operation's events mostly share their target and message
 //! ID; the spill files are a third smaller, and a repeat costs no lookup on either side).
@@ -26,6 +31,7 @@
 //! and 72 in memory (its strings apart). The files live only as long as the run, so the
 //! encoding has no version: the same binary writes and reads them.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
@@ -127,12 +133,29 @@ pub struct Parts {
     first: u32,
     step: u32,
     pub parts: Vec<Part>,
+    /// Per part, blocks encoded on the parse threads ([`Parts::append`]) not written yet.
+    pending: Vec<Vec<u8>>,
+}
+
+/// Which of a [`Parts`]' files an operation's events go to: a copy the parse threads take.
+#[derive(Debug, Clone, Copy)]
+pub struct Router {
+    modulus: u32,
+    first: u32,
+    step: u32,
+}
+
+impl Router {
+    /// The index in [`Parts::parts`] of the part holding operation `(run, id)`.
+    pub fn part_of(self, run: Option<&str>, id: &str) -> u32 {
+        (partition_of(run, id, self.modulus) - self.first) / self.step
+    }
 }
 
 impl Parts {
     fn new(dir: &TempDir, modulus: u32, first: u32, step: u32) -> Parts {
         let count = modulus / step;
-        let parts = (0..count)
+        let parts: Vec<Part> = (0..count)
             .map(|k| {
                 let residue = first + k * step;
                 Part {
@@ -148,12 +171,57 @@ impl Parts {
             modulus,
             first,
             step,
+            pending: vec![Vec::new(); parts.len()],
             parts,
         }
     }
 
+    pub fn router(&self) -> Router {
+        Router {
+            modulus: self.modulus,
+            first: self.first,
+            step: self.step,
+        }
+    }
+
+    /// Appends blocks encoded by [`encode_lines`] to their parts: kept in memory up to
+    /// `pending_bytes` per part, then written.
+    pub fn append(&mut self, encoded: &Encoded, pending_bytes: usize) -> Result<()> {
+        let mut from = 0;
+        for &(index, to, events) in &encoded.parts {
+            let (part, pending) = (
+                &mut self.parts[index as usize],
+                &mut self.pending[index as usize],
+            );
+            let bytes = &encoded.bytes[from..to];
+            pending.extend_from_slice(bytes);
+            part.events += events;
+            part.bytes += bytes.len() as u64;
+            if pending.len() >= pending_bytes {
+                Appender::open(&part.path)?.write(pending)?;
+                pending.clear();
+            }
+            from = to;
+        }
+        Ok(())
+    }
+
+    /// Writes every part's pending blocks: before anything else is appended to the files
+    /// (each operation's events stay in input order). Reading ends with a last
+    /// [`Parts::write`], so the files are whole before they are read back.
+    fn flush(&mut self) -> Result<()> {
+        for (part, pending) in self.parts.iter().zip(&mut self.pending) {
+            if !pending.is_empty() {
+                Appender::open(&part.path)?.write(pending)?;
+                *pending = Vec::new();
+            }
+        }
+        Ok(())
+    }
+
     /// Appends `events` to the files of their operations' partitions.
     pub fn write(&mut self, from: EventsRef) -> Result<()> {
+        self.flush()?;
         let strings = from.strings;
         let key = |op: usize| {
             let (run, id) = from.operations[op];
@@ -214,7 +282,8 @@ impl Parts {
                     put_block_header(&mut buf, run, id, events.len() as u64);
                     let mut before = [None; 4];
                     for &i in events {
-                        put_event(&mut buf, &from.events[i as usize], strings, &mut before);
+                        let e = &from.events[i as usize];
+                        put_event(&mut buf, e, texts_of(e, strings), &mut before);
                     }
                     part.events += events.len() as u64;
                     if buf.len() >= SPILL_WRITE_BYTES {
@@ -228,6 +297,87 @@ impl Parts {
                 Ok(())
             })
     }
+}
+
+/// An event of a line just parsed, for [`encode_lines`]: its operation's key, the event
+/// (built as reading would keep it, its string fields empty) and its strings as text.
+pub struct LineEvent<'a> {
+    pub run: Option<&'a str>,
+    pub id: &'a str,
+    pub event: Event,
+    pub texts: [Option<&'a str>; 4],
+}
+
+/// Blocks encoded on a parse thread, ordered by part: for [`Parts::append`].
+#[derive(Debug, Default)]
+pub struct Encoded {
+    bytes: Vec<u8>,
+    /// Per part with events: its index, where its blocks end in `bytes`, its events.
+    parts: Vec<(u32, usize, u64)>,
+}
+
+/// Encodes a stretch of lines' events as blocks, one per operation (in the order the
+/// operations first appear, each one's events in input order), grouped by the part
+/// `router` sends them to. Run on the parse threads, so that lines spilled as they are
+/// read are never interned, kept or encoded on the one thread that keeps lines in order.
+/// An operation's events mostly lie a few lines apart (in a generated log, half within 6
+/// lines, three quarters within 44), so a stretch of a thousand lines makes few blocks.
+pub fn encode_lines(router: Router, lines: &[LineEvent]) -> Encoded {
+    let mut groups: HashMap<(Option<&str>, &str), u32, foldhash::fast::FixedState> =
+        HashMap::with_capacity_and_hasher(lines.len(), Default::default());
+    // Per group: its part and its events.
+    let mut group_parts: Vec<u32> = Vec::new();
+    let mut counts: Vec<u64> = Vec::new();
+    // Each line as part, group and index, in one number: sorted, the order to write in.
+    let mut order: Vec<u64> = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        let next = group_parts.len() as u32;
+        let group = *groups.entry((line.run, line.id)).or_insert(next);
+        if group == next {
+            group_parts.push(router.part_of(line.run, line.id));
+            counts.push(0);
+        }
+        counts[group as usize] += 1;
+        let part = u64::from(group_parts[group as usize]);
+        order.push(part << 44 | u64::from(group) << 22 | i as u64);
+    }
+    // A stretch is a thousand lines of at most a thousand attempts each (a preset's
+    // attempt count is capped there).
+    assert!(lines.len() < 1 << 22 && (MAX_PARTITIONS as usize) < 1 << 20);
+    order.sort_unstable();
+    let mut out = Encoded {
+        bytes: Vec::with_capacity(lines.len() * 48),
+        parts: Vec::new(),
+    };
+    // The group being written, and the events of its part so far.
+    let mut current: Option<u32> = None;
+    let mut part_events = 0;
+    let mut before = [None; 4];
+    for &key in &order {
+        let (part, group, i) = (
+            (key >> 44) as u32,
+            (key >> 22 & ((1 << 22) - 1)) as u32,
+            (key & ((1 << 22) - 1)) as usize,
+        );
+        let line = &lines[i];
+        if current != Some(group) {
+            if let Some(last) = current.map(|g| group_parts[g as usize]) {
+                if last != part {
+                    out.parts
+                        .push((last, out.bytes.len(), std::mem::take(&mut part_events)));
+                }
+            }
+            current = Some(group);
+            put_block_header(&mut out.bytes, line.run, line.id, counts[group as usize]);
+            before = [None; 4];
+        }
+        put_event(&mut out.bytes, &line.event, line.texts, &mut before);
+        part_events += 1;
+    }
+    if let Some(last) = current.map(|g| group_parts[g as usize]) {
+        out.parts.push((last, out.bytes.len(), part_events));
+    }
+    out
 }
 
 /// How many operations ahead of the one encoded a spill loads the events of: an
@@ -583,8 +733,21 @@ fn put_block_header(buf: &mut Vec<u8>, run: Option<&str>, id: &str, events: u64)
     put_varint(buf, events);
 }
 
-/// Appends `e`; `before` holds the strings of the event before it in its block.
-fn put_event(buf: &mut Vec<u8>, e: &Event, strings: &Interner, before: &mut [Option<Sym>; 4]) {
+/// The strings of an event held in memory, as text: target, message ID, span ID, parent ID.
+fn texts_of<'s>(e: &Event, strings: &'s Interner) -> [Option<&'s str>; 4] {
+    let f = e.fields();
+    [f.target, f.message_id, f.span_id, f.parent_id].map(|s| s.map(|s| strings.resolve(s)))
+}
+
+/// Appends `e` with its strings `texts` (its own string fields are not looked at: a line
+/// spilled as it is read has none yet); `before` holds the strings of the event before it
+/// in its block.
+fn put_event<'t>(
+    buf: &mut Vec<u8>,
+    e: &Event,
+    texts: [Option<&'t str>; 4],
+    before: &mut [Option<&'t str>; 4],
+) {
     let f = e.fields();
     let (start, finish) = match e.timing() {
         Timing::Record {
@@ -593,7 +756,6 @@ fn put_event(buf: &mut Vec<u8>, e: &Event, strings: &Interner, before: &mut [Opt
         } => (start_ms, finish_ms),
         Timing::Point { at_ms, .. } => (Some(at_ms), None),
     };
-    let texts = [f.target, f.message_id, f.span_id, f.parent_id];
     let mut flags = 0;
     for (present, bit) in [
         (start.is_some(), HAS_START),
@@ -616,8 +778,11 @@ fn put_event(buf: &mut Vec<u8>, e: &Event, strings: &Interner, before: &mut [Opt
         }
     }
     for ((text, before), (_, same)) in texts.iter().zip(before.iter()).zip(STRING_BITS) {
-        if text.is_some() && text == before {
-            flags |= same;
+        if let (Some(text), Some(before)) = (text, before) {
+            // The same place in memory is the same string; an interned one is, too.
+            if std::ptr::eq(*text, *before) || text == before {
+                flags |= same;
+            }
         }
     }
     put_varint(buf, flags);
@@ -635,8 +800,8 @@ fn put_event(buf: &mut Vec<u8>, e: &Event, strings: &Interner, before: &mut [Opt
         put_varint(buf, outcome_code(o));
     }
     for (text, (_, same)) in texts.iter().zip(STRING_BITS) {
-        if let Some(sym) = text.filter(|_| flags & same == 0) {
-            put_str(buf, strings.resolve(sym));
+        if let Some(text) = text.filter(|_| flags & same == 0) {
+            put_str(buf, text);
         }
     }
     *before = texts;
@@ -822,14 +987,36 @@ fn get_event(d: &mut Decoder, before: &mut [Option<TextAt>; 4]) -> Result<Spille
 pub struct Spill {
     dir: TempDir,
     pub partitions: Parts,
+    /// How many encoded bytes each partition holds before they are written
+    /// ([`Parts::append`]): all of them together take a quarter of the events' budget at
+    /// most, and a write is never smaller than [`MIN_PENDING_BYTES`].
+    pending_bytes: usize,
+    /// Events appended as they were read ([`Spill::append`]).
+    pub appended_events: u64,
 }
+
+/// The smallest write of blocks encoded as they were read: a file is opened for each.
+const MIN_PENDING_BYTES: usize = 64 << 10;
 
 impl Spill {
     /// A spill of `partitions` files in a new temporary directory under the budget's.
     pub fn create(budget: &Budget, partitions: u32) -> Result<Spill> {
         let dir = TempDir::new(budget.temp_dir.as_deref())?;
         let partitions = Parts::new(&dir, partitions.clamp(MIN_PARTITIONS, MAX_PARTITIONS), 0, 1);
-        Ok(Spill { dir, partitions })
+        let share = budget.events_bytes() / 4 / partitions.parts.len() as u64;
+        let pending_bytes = (share as usize).clamp(MIN_PENDING_BYTES, SPILL_WRITE_BYTES);
+        Ok(Spill {
+            dir,
+            partitions,
+            pending_bytes,
+            appended_events: 0,
+        })
+    }
+
+    /// Appends blocks encoded on a parse thread to the partitions ([`encode_lines`]).
+    pub fn append(&mut self, encoded: &Encoded) -> Result<()> {
+        self.appended_events += encoded.parts.iter().map(|&(_, _, n)| n).sum::<u64>();
+        self.partitions.append(encoded, self.pending_bytes)
     }
 
     /// The directory of the spill files.
