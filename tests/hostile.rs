@@ -338,6 +338,35 @@ fn a_gigabyte_of_compressed_newlines_or_spaces_costs_nothing() {
     }
 }
 
+/// An Envoy access-log line stands for as many attempts as its
+/// `upstream_request_attempt_count` says (up to 1 000): 20 000 such lines, 5 MB, are 20 M
+/// attempts. Each line held its attempts, and a batch of 4 096 lines was kept at once:
+/// 3 GB, an abort under this address space. Now a line holds one, batches shrink to
+/// about 4 096 attempts, and the attempts are spilled as they come.
+#[test]
+fn access_log_lines_of_a_thousand_attempts_each_run_in_bounded_memory() {
+    let line = |i: u32| {
+        format!(
+            "{{\"start_time\":\"2026-11-30T10:00:{:02}.{:03}Z\",\"response_code\":503,\"response_flags\":\"URX\",\"duration\":700,\"request_id\":\"r-{i}\",\"upstream_cluster\":\"inventory\",\"upstream_request_attempt_count\":1000}}\n",
+            i / 1000 % 60,
+            i % 1000
+        )
+    };
+    let input: String = (0..20_000).map(line).collect();
+    let run = run_guarded(
+        &["analyze", "--preset", "envoy", "--format", "jsonl"],
+        Some(input.into_bytes()),
+        Some(ADDRESS_SPACE_KIB),
+    );
+    run.expect_code(0).expect_no_crash("envoy");
+    let rows = rows_of(&run);
+    assert_eq!(rows.len(), 20_000);
+    assert!(
+        rows.iter().all(|r| r.attempts_at("gateway") == 1000),
+        "every request kept its thousand attempts"
+    );
+}
+
 #[test]
 fn a_line_longer_than_the_limit_is_a_bad_line_and_the_next_lines_are_read() {
     let mut input = event("op-1", "caller", 1, 1, 2).into_bytes();

@@ -42,6 +42,7 @@ use crate::model::{
 use crate::rules::HopOrder;
 pub use fields::CheckedLine;
 pub use mapping::{split_pair, KeyMapping, TimeUnit};
+use preset::GatewayAttempt;
 pub use preset::Preset;
 use progress::Progress;
 use source::Content;
@@ -541,12 +542,31 @@ enum Parsed<'b, H> {
     Spilled { lines: u64, stretches: Vec<Stretch> },
 }
 
-impl<H> Parsed<'_, H> {
+impl<H: LookAhead> Parsed<'_, H> {
     fn is_empty(&self) -> bool {
         match self {
             Parsed::Kept { lines, .. } => lines.is_empty(),
             Parsed::Spilled { lines, .. } => *lines == 0,
         }
+    }
+
+    /// How many lines the next batch takes: as many as make about [`LINES_PER_BATCH`]
+    /// attempts, judged by this one. A line of a tool's log may stand for a thousand
+    /// attempts, and a batch's attempts are all held at once: 4 096 such lines took 1.5 GB.
+    fn next_batch_lines(&self) -> usize {
+        let (lines, attempts): (u64, u64) = match self {
+            Parsed::Kept { lines, results } => (
+                lines.len() as u64,
+                results.iter().flatten().map(H::attempts).sum(),
+            ),
+            Parsed::Spilled { lines, stretches } => {
+                (*lines, stretches.iter().map(|s| s.attempts).sum())
+            }
+        };
+        if attempts <= lines {
+            return LINES_PER_BATCH;
+        }
+        ((LINES_PER_BATCH as u64 * lines / attempts) as usize).max(1)
     }
 }
 
@@ -561,6 +581,8 @@ struct Stretch {
     latest_elsewhere_ms: Option<Millis>,
     /// Lines passed by as not attempts.
     passed: u64,
+    /// The attempts its lines stand for.
+    attempts: u64,
 }
 
 /// How many lines ahead of the one kept [`LookAhead::prefetch`] is first called: far
@@ -587,9 +609,12 @@ trait ParsedLine: Send {
 
     fn hashed(self) -> Self::Hashed;
 
-    /// Its attempt lines, in order.
-    fn attempts(&self) -> &[CheckedLine<'_>] {
-        &[]
+    /// Hands each of its attempts to `each`, in order: a checked line, and when it is one
+    /// of a request's attempts at the gateway, which one.
+    fn for_each_attempt<'s>(
+        &'s self,
+        _each: impl FnMut(&'s CheckedLine<'s>, Option<GatewayAttempt>),
+    ) {
     }
 
     /// A line of a tool's log passed by as not attempts (counted, see [`Reader::passed`]).
@@ -606,8 +631,11 @@ impl<'a> ParsedLine for CheckedLine<'a> {
         HashedLine::new(self)
     }
 
-    fn attempts(&self) -> &[CheckedLine<'_>] {
-        std::slice::from_ref(self)
+    fn for_each_attempt<'s>(
+        &'s self,
+        mut each: impl FnMut(&'s CheckedLine<'s>, Option<GatewayAttempt>),
+    ) {
+        each(self, None);
     }
 }
 
@@ -619,10 +647,16 @@ impl<'a> ParsedLine for preset::Read<CheckedLine<'a>> {
         self.map(HashedLine::new)
     }
 
-    fn attempts(&self) -> &[CheckedLine<'_>] {
+    fn for_each_attempt<'s>(
+        &'s self,
+        mut each: impl FnMut(&'s CheckedLine<'s>, Option<GatewayAttempt>),
+    ) {
         match self {
-            preset::Read::Attempts(lines) => lines,
-            preset::Read::Passed => &[],
+            preset::Read::Attempt(line) => each(line, None),
+            preset::Read::GatewayAttempts { last, count } => {
+                GatewayAttempt::all(*count).for_each(|attempt| each(last, Some(attempt)));
+            }
+            preset::Read::Passed => {}
         }
     }
 
@@ -645,21 +679,42 @@ impl ParsedLine for MappedSpans {
 trait LookAhead {
     /// Takes one step of loading what interning this line's strings will read.
     fn prefetch(&self, _strings: &Interner, _step: Step) {}
+
+    /// How many attempts (or spans) it stands for: what keeping it adds.
+    fn attempts(&self) -> u64 {
+        1
+    }
 }
 
 /// Spans are interned once all are read ([`Reader::push_spans`]), not line by line.
-impl LookAhead for MappedSpans {}
+impl LookAhead for MappedSpans {
+    fn attempts(&self) -> u64 {
+        self.len() as u64
+    }
+}
 
 impl LookAhead for preset::Read<HashedLine<'_>> {
     fn prefetch(&self, strings: &Interner, step: Step) {
-        if let preset::Read::Attempts(lines) = self {
-            lines.iter().for_each(|line| line.prefetch(strings, step));
+        match self {
+            preset::Read::Attempt(line) | preset::Read::GatewayAttempts { last: line, .. } => {
+                line.prefetch(strings, step);
+            }
+            preset::Read::Passed => {}
+        }
+    }
+
+    fn attempts(&self) -> u64 {
+        match self {
+            preset::Read::Attempt(_) => 1,
+            preset::Read::GatewayAttempts { count, .. } => u64::from(*count),
+            preset::Read::Passed => 0,
         }
     }
 }
 
 /// A checked line with the hashes of the strings it will intern, taken where it was parsed
 /// (see [`StrHash`]).
+#[derive(Clone)]
 pub(super) struct HashedLine<'a> {
     /// Its target, message, span and parent IDs are in `others`.
     line: CheckedLine<'a>,
@@ -695,10 +750,10 @@ impl LookAhead for HashedLine<'_> {
     }
 }
 
-/// A line as a spill file holds it, from line `source`: the event reading would keep (its
-/// strings apart) and its operation's key and strings as text.
-fn spill_event<'a>(line: &'a CheckedLine, source: SourceRef) -> spill::LineEvent<'a> {
-    let fields = EventFields {
+/// The event fields of a line, its strings apart (set once interned, or written as text);
+/// as one of a request's attempts at the gateway, when it is one.
+fn fields_of(line: &CheckedLine, gateway: Option<GatewayAttempt>) -> EventFields {
+    let mut fields = EventFields {
         attempt: line.attempt,
         delivery: line.delivery,
         target: None,
@@ -712,10 +767,23 @@ fn spill_event<'a>(line: &'a CheckedLine, source: SourceRef) -> spill::LineEvent
         hidden: line.hidden,
         untimed: line.untimed,
     };
+    if let Some(attempt) = gateway {
+        attempt.apply(&mut fields);
+    }
+    fields
+}
+
+/// A line as a spill file holds it, from line `source`: the event reading would keep (its
+/// strings apart) and its operation's key and strings as text.
+fn spill_event<'a>(
+    line: &'a CheckedLine,
+    gateway: Option<GatewayAttempt>,
+    source: SourceRef,
+) -> spill::LineEvent<'a> {
     spill::LineEvent {
         run: line.test_run_id.as_deref(),
         id: &line.operation_id,
-        event: Event::new(source, 0, line.hop, line.timing, fields),
+        event: Event::new(source, 0, line.hop, line.timing, fields_of(line, gateway)),
         texts: [
             &line.target,
             &line.message_id,
@@ -793,6 +861,9 @@ pub(super) struct Reader<'c> {
     /// Lines of a tool's log passed by as not attempts, in the chunk being read
     /// ([`Reader::preset_chunk`]).
     passed_lines: u64,
+    /// Lines in a batch, as the last batch of the input being read judged it
+    /// ([`Parsed::next_batch_lines`]).
+    batch_lines: usize,
     /// The latest time of every event read, spilled ones included.
     latest_ms: Millis,
     /// The inputs' size as stored, when known, and the bytes of it read so far: how much
@@ -830,6 +901,7 @@ impl<'c> Reader<'c> {
             budget: None,
             spill: None,
             passed_lines: 0,
+            batch_lines: LINES_PER_BATCH,
             latest_ms: 0.0,
             total_bytes: None,
             read_bytes: None,
@@ -956,11 +1028,17 @@ impl<'c> Reader<'c> {
     /// Keeps a validated line as an event, when its operation is this run's partition's
     /// (`--partition K/N`): the line is dropped before anything of it is stored.
     pub fn push(&mut self, source: SourceRef, line: CheckedLine) {
-        self.push_hashed(source, HashedLine::new(line));
+        self.push_hashed(source, HashedLine::new(line), None);
     }
 
-    /// [`Reader::push`] of a line whose strings were hashed as it was parsed.
-    fn push_hashed(&mut self, source: SourceRef, hashed: HashedLine) {
+    /// [`Reader::push`] of a line whose strings were hashed as it was parsed; as one of a
+    /// request's attempts at the gateway, when it is one.
+    fn push_hashed(
+        &mut self,
+        source: SourceRef,
+        hashed: HashedLine,
+        gateway: Option<GatewayAttempt>,
+    ) {
         let HashedLine {
             line,
             operation_id,
@@ -983,18 +1061,11 @@ impl<'c> Reader<'c> {
         let [target, message_id, span_id, parent_id] =
             others.map(|s| s.map(|(hash, s)| out.strings.intern_hashed(&s, hash)));
         let fields = EventFields {
-            attempt: line.attempt,
-            delivery: line.delivery,
             target,
             message_id,
             span_id,
             parent_id,
-            delay_ms: line.delay_ms,
-            retry_after_ms: line.retry_after_ms,
-            outcome: line.outcome,
-            effect: line.effect,
-            hidden: line.hidden,
-            untimed: line.untimed,
+            ..fields_of(&line, gateway)
         };
         let event = Event::new(source, op, line.hop, line.timing, fields);
         self.latest_ms = self.latest_ms.max(event.latest_ms());
@@ -1011,6 +1082,7 @@ impl<'c> Reader<'c> {
         progress: &mut Progress,
     ) -> Result<()> {
         let mut lines = ahead::Bytes::new(lines, size)?;
+        self.batch_lines = LINES_PER_BATCH;
         let name = self.out.files[index as usize].clone();
         let file = File { index, name: &name };
         let mut format = match self.config.format {
@@ -1174,6 +1246,7 @@ impl<'c> Reader<'c> {
                 latest_ms: 0.0,
                 latest_elsewhere_ms: None,
                 passed: 0,
+                attempts: 0,
             };
             // Reserved whole: grown by doubling, its moves were a tenth of reading.
             let mut parsed: Vec<(u64, P)> = Vec::with_capacity(stretch.len());
@@ -1186,17 +1259,18 @@ impl<'c> Reader<'c> {
             let mut events = Vec::with_capacity(parsed.len());
             for (n, value) in &parsed {
                 out.passed += u64::from(value.passed());
-                for line in value.attempts() {
+                value.for_each_attempt(|line, gateway| {
+                    out.attempts += 1;
                     let latest = line.timing.latest_ms();
                     let (run, id) = (line.test_run_id.as_deref(), &line.operation_id);
                     if to.partition.is_some_and(|p| !p.owns(run, id)) {
                         let elsewhere = out.latest_elsewhere_ms.get_or_insert(0.0);
                         *elsewhere = elsewhere.max(latest);
-                        continue;
+                        return;
                     }
                     out.latest_ms = out.latest_ms.max(latest);
-                    events.push(spill_event(line, source(*n)));
-                }
+                    events.push(spill_event(line, gateway, source(*n)));
+                });
             }
             out.encoded = spill::encode_lines(to.router, &events);
             out
@@ -1221,36 +1295,39 @@ impl<'c> Reader<'c> {
         // The next batch of non-blank lines from byte `start`, numbered from `line`, and
         // what parsing each gave. Finding the lines is part of the parallel step: done
         // before it, it was a pass over every byte while the other core waited.
-        let next_batch = |start: &mut usize, line: &mut u64, spill: Option<SpillAsRead>| {
-            let mut batch: Vec<Line<'b>> = Vec::with_capacity(capacity);
-            while *start < bytes.len() && batch.len() < LINES_PER_BATCH {
-                let (raw, next) = match memchr::memchr(b'\n', &bytes[*start..]) {
-                    Some(i) => (&bytes[*start..*start + i], *start + i + 1),
-                    None => (&bytes[*start..], bytes.len()),
-                };
-                let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-                if !is_blank(raw) {
-                    batch.push((*line, raw, truncated_tail && next == bytes.len()));
+        let next_batch =
+            |start: &mut usize, line: &mut u64, spill: Option<SpillAsRead>, lines: usize| {
+                let mut batch: Vec<Line<'b>> = Vec::with_capacity(capacity.min(lines));
+                while *start < bytes.len() && batch.len() < lines {
+                    let (raw, next) = match memchr::memchr(b'\n', &bytes[*start..]) {
+                        Some(i) => (&bytes[*start..*start + i], *start + i + 1),
+                        None => (&bytes[*start..], bytes.len()),
+                    };
+                    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+                    if !is_blank(raw) {
+                        batch.push((*line, raw, truncated_tail && next == bytes.len()));
+                    }
+                    *line += 1;
+                    *start = next;
                 }
-                *line += 1;
-                *start = next;
-            }
-            parse_batch(batch, spill)
-        };
+                parse_batch(batch, spill)
+            };
         let mut line = chunk.first_line;
         let mut start = 0;
         // The batch parsed last, waiting for `keep`.
         let mut parsed: Option<Parsed<'b, P::Hashed>> = None;
+        let mut lines = self.batch_lines;
         loop {
             // Decided before the batch before is kept: if that one starts spilling, this
             // one is still kept as events, and spilled after it (see `keep_batch`).
             let spill = self.spilling_as_read();
             let next = match parsed.take() {
-                None => next_batch(&mut start, &mut line, spill),
+                None => next_batch(&mut start, &mut line, spill, lines),
                 Some(batch) => {
+                    lines = batch.next_batch_lines();
                     let (kept, next) = rayon::join(
                         || self.keep_batch(file, batch, &mut keep),
-                        || next_batch(&mut start, &mut line, spill),
+                        || next_batch(&mut start, &mut line, spill, lines),
                     );
                     kept?;
                     next
@@ -1262,6 +1339,7 @@ impl<'c> Reader<'c> {
             }
             parsed = Some(next);
         }
+        self.batch_lines = lines;
         Ok(line)
     }
 
@@ -1292,6 +1370,7 @@ impl<'c> Reader<'c> {
         for value in results.iter().take(LOOK_AHEAD).flatten() {
             value.prefetch(&self.out.strings, Step::Slot);
         }
+        let mut checked = self.out.events.len();
         for (i, &(n, _, _)) in lines.iter().enumerate() {
             for (ahead, step) in PREFETCH_STEPS {
                 if let Some(Ok(value)) = results.get(i + ahead) {
@@ -1308,6 +1387,12 @@ impl<'c> Reader<'c> {
             };
             for message in problems {
                 self.bad_line(file, n, message)?;
+            }
+            // A batch of lines that stand for many attempts each (the first of an input,
+            // before its batches are sized down) is spilled as it grows, not at its end.
+            if self.out.events.len() >= checked + LINES_PER_BATCH {
+                self.after_batch()?;
+                checked = self.out.events.len();
             }
         }
         self.after_batch()
@@ -1347,7 +1432,7 @@ impl<'c> Reader<'c> {
         const NOT_UTF8: &str = "not valid UTF-8: attempt events must be UTF-8 text";
         let (hops, config) = (self.hops, self.config);
         let keep = |reader: &mut Self, source, hashed| {
-            reader.push_hashed(source, hashed);
+            reader.push_hashed(source, hashed, None);
             Vec::new()
         };
         // Two loops, not a test per line: the plain one is the fast path as it was, with
@@ -1399,9 +1484,10 @@ impl<'c> Reader<'c> {
             },
             |reader, source, read| {
                 match read {
-                    preset::Read::Attempts(lines) => {
-                        for line in lines {
-                            reader.push_hashed(source, line);
+                    preset::Read::Attempt(line) => reader.push_hashed(source, line, None),
+                    preset::Read::GatewayAttempts { last, count } => {
+                        for attempt in GatewayAttempt::all(count) {
+                            reader.push_hashed(source, last.clone(), Some(attempt));
                         }
                     }
                     preset::Read::Passed => reader.passed_lines += 1,

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::fields::CheckedLine;
 use super::mapping::KeyMapping;
-use crate::model::{named_enum, Outcome};
+use crate::model::{named_enum, EventFields, Outcome};
 use crate::rules::HopOrder;
 
 named_enum! {
@@ -206,10 +206,13 @@ impl Preset {
         }
         line.outcome = outcome;
         if self != Preset::Envoy {
-            return Ok(Read::Attempts(vec![line]));
+            return Ok(Read::Attempt(line));
         }
         let count = attempt_count(&object)?;
-        Ok(Read::Attempts(gateway_attempts(line, count)))
+        Ok(Read::GatewayAttempts {
+            last: line,
+            count: count.max(1),
+        })
     }
 }
 
@@ -217,17 +220,26 @@ impl Preset {
 /// with their strings hashed).
 #[derive(Debug)]
 pub enum Read<L> {
-    /// Attempts, in order.
-    Attempts(Vec<L>),
+    /// One attempt.
+    Attempt(L),
+    /// The gateway's attempts at a request: `count` (at least 1), numbered from 1, the last
+    /// one `last` and the others made from it by [`GatewayAttempt`]. Made only where each
+    /// is kept or spilled, so that what a line holds does not grow with its count (20 000
+    /// lines of 1 000 attempts each took 3 GB when each line held its attempts).
+    GatewayAttempts { last: L, count: u32 },
     /// Not an attempt (another k6 metric, an Istio outbound line): passed by and counted.
     Passed,
 }
 
 impl<L> Read<L> {
-    /// The same line with each attempt made into an `M`.
-    pub fn map<M>(self, f: impl FnMut(L) -> M) -> Read<M> {
+    /// The same line with its attempt made into an `M`.
+    pub fn map<M>(self, f: impl FnOnce(L) -> M) -> Read<M> {
         match self {
-            Read::Attempts(lines) => Read::Attempts(lines.into_iter().map(f).collect()),
+            Read::Attempt(line) => Read::Attempt(f(line)),
+            Read::GatewayAttempts { last, count } => Read::GatewayAttempts {
+                last: f(last),
+                count,
+            },
             Read::Passed => Read::Passed,
         }
     }
@@ -267,27 +279,41 @@ fn attempt_count(object: &Map<String, Value>) -> Result<u32, String> {
 /// it would let one line allocate without bound.
 const MAX_ATTEMPTS_PER_LINE: u32 = 1000;
 
-/// The gateway's attempts at one request, from the request's line: `count` attempts
-/// numbered from 1, the last with the request's outcome, the earlier ones failed (the
-/// gateway retries only after a failure; which one the log does not say). The log has no
-/// time of its own for each attempt: one attempt is the request, with its times; several
-/// carry the request's start and finish as bounds, marked `untimed`, so that no rule
-/// reads a time into them (docs/input.md). A request the gateway answered itself
-/// (`count` 0: no route, no healthy upstream, circuit open) is one attempt with that
-/// answer: it stopped at the gateway.
-fn gateway_attempts(last: CheckedLine<'static>, count: u32) -> Vec<CheckedLine<'static>> {
-    let count = count.max(1);
-    (1..=count)
-        .map(|k| {
-            let mut attempt = last.clone();
-            attempt.attempt = Some(k);
-            attempt.untimed = count > 1;
-            if k < count {
-                attempt.outcome = Some(Outcome::Error);
-            }
-            attempt
+/// Attempt `number` of the gateway's `count` attempts at one request, told apart from the
+/// request's line (the last attempt) by these fields. The attempts are numbered from 1,
+/// the last with the request's outcome, the earlier ones failed (the gateway retries only
+/// after a failure; which one the log does not say). The log has no time of its own for
+/// each attempt: one attempt is the request, with its times; several carry the request's
+/// start and finish as bounds, marked `untimed`, so that no rule reads a time into them
+/// (docs/input.md). A request the gateway answered itself (`count` 0: no route, no
+/// healthy upstream, circuit open) is one attempt with that answer: it stopped at the
+/// gateway.
+#[derive(Debug, Clone, Copy)]
+pub struct GatewayAttempt {
+    pub attempt: u32,
+    pub untimed: bool,
+    /// `None`: the request's own outcome (the last attempt).
+    pub failed: Option<Outcome>,
+}
+
+impl GatewayAttempt {
+    /// Each of `count` attempts, in order.
+    pub fn all(count: u32) -> impl Iterator<Item = GatewayAttempt> {
+        (1..=count).map(move |k| GatewayAttempt {
+            attempt: k,
+            untimed: count > 1,
+            failed: (k < count).then_some(Outcome::Error),
         })
-        .collect()
+    }
+
+    /// The attempt's fields, made from those of the request's line.
+    pub fn apply(self, fields: &mut EventFields) {
+        fields.attempt = Some(self.attempt);
+        fields.untimed = self.untimed;
+        if let Some(failed) = self.failed {
+            fields.outcome = Some(failed);
+        }
+    }
 }
 
 /// Envoy's response flags that say how the request's last upstream attempt ended, in the
