@@ -289,30 +289,93 @@ mod flat {
         if c.peek() == Some(b'}') {
             c.at += 1;
         } else {
-            loop {
-                let key = c.string()?;
-                c.eat(b':')?;
-                let value = c.value()?;
-                if let Some(index) = field_index(key) {
-                    if seen & (1 << index) != 0 {
-                        return None;
+            LAST_KEYS.with_borrow_mut(|last| -> Option<()> {
+                // Whether this line's keys so far are the last line's, in its order.
+                let mut same = true;
+                for k in 0.. {
+                    c.skip_ws();
+                    let index = match last.get(k).filter(|key| same && key.starts(&c)) {
+                        Some(key) => {
+                            c.at += key.len as usize;
+                            key.index
+                        }
+                        None => {
+                            same = false;
+                            let quote = c.at;
+                            let key = c.string()?;
+                            c.eat(b':')?;
+                            let index = field_index(key);
+                            last.truncate(k);
+                            last.push(KeyToken::new(&text.as_bytes()[quote..c.at], index));
+                            index
+                        }
+                    };
+                    let value = c.value()?;
+                    if let Some(index) = index {
+                        if seen & (1 << index) != 0 {
+                            return None;
+                        }
+                        seen |= 1 << index;
+                        fields.set(index, value);
                     }
-                    seen |= 1 << index;
-                    fields.set(index, value);
-                }
-                c.skip_ws();
-                match c.peek()? {
-                    b',' => c.at += 1,
-                    b'}' => {
-                        c.at += 1;
-                        break;
+                    c.skip_ws();
+                    match c.peek()? {
+                        b',' => c.at += 1,
+                        b'}' => {
+                            c.at += 1;
+                            break;
+                        }
+                        _ => return None,
                     }
-                    _ => return None,
                 }
-            }
+                Some(())
+            })?;
         }
         c.skip_ws();
         (c.at == text.len()).then_some(())
+    }
+
+    thread_local! {
+        /// The keys of the last line this thread read: the next line mostly has the same
+        /// keys in the same order, and each is then taken by one comparison of its bytes,
+        /// not found by a scan and looked up in the key table.
+        static LAST_KEYS: std::cell::RefCell<Vec<KeyToken>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    /// A key as a line spelled it, from its opening quote through the colon after it, and
+    /// its field (`None`: a key not read). The same bytes at the same place of a line
+    /// without escapes are the same key.
+    struct KeyToken {
+        bytes: [u8; KeyToken::MAX],
+        /// 0: longer than [`KeyToken::MAX`], never taken.
+        len: u8,
+        index: Option<usize>,
+    }
+
+    impl KeyToken {
+        const MAX: usize = 32;
+
+        fn new(spelled: &[u8], index: Option<usize>) -> KeyToken {
+            let mut bytes = [0; KeyToken::MAX];
+            let len = if spelled.len() <= KeyToken::MAX {
+                bytes[..spelled.len()].copy_from_slice(spelled);
+                spelled.len() as u8
+            } else {
+                0
+            };
+            KeyToken { bytes, len, index }
+        }
+
+        /// Whether the line goes on with this key at the cursor.
+        #[inline]
+        fn starts(&self, c: &Cursor) -> bool {
+            let n = self.len as usize;
+            n > 0
+                && c.text
+                    .as_bytes()
+                    .get(c.at..c.at + n)
+                    .is_some_and(|here| crate::model::short_eq(here, &self.bytes[..n]))
+        }
     }
 }
 
@@ -406,14 +469,27 @@ mod tests {
             r#"{"operation_id":"o","start_ms":-}"#,
             r#"{"operation_id":"o","start_ms":1.}"#,
             r#"{"operation_id":"o","start_ms":tru}"#,
+            // The keys of the lines before with a change: each line is read after each
+            // other one, so the keys remembered from the last line meet their variants.
+            r#"{"operation_id":"op-000124","test_run_id":"run-1","hop":"gateway","attempt":2,"start_ms":1700000000123,"finish_ms":1700000000456,"outcome":"ok","target":"sku-42","message_id":"msg-000123"}"#,
+            r#"{"operation_id":"op-1","test_run_id":"run-1","hop_x":"caller","attempt":1,"start_ms":1}"#,
+            r#"{"operation_id" :"op-1","test_run_id":"run-1","hop":"caller","start_ms":1}"#,
+            r#"{"operation_id":"op-1","test_run_id":"run-1","hop":"caller","hop":"gateway","start_ms":1}"#,
+            r#"{"operation_id":"op-1","test_run_id":"run-1"}"#,
+            r#"{"operation_id":"op-1","test_run_id":"run-1","hop":"caller","start_ms":1,"a_key_longer_than_thirty_two_bytes_in_all":1,"finish_ms":2}"#,
+            r#"{"operation_id":"op-1","test_run_id":"run-1","hop":"caller","start_ms":1,"a_key_longer_than_thirty_two_bytes_in_all":1,"finish_ms":"x"}"#,
+            r#"{"operation_id":"op-1","test_run_id":"run-1","hop":"caller","start_ms":1,"finish_ms""#,
+            r#"{"operation_id":"op-1","test_run_id":"run-1","hop":"caller","start_ms":1,"finish"#,
         ];
-        for line in lines {
+        for (before, line) in lines.iter().flat_map(|b| lines.iter().map(move |l| (b, l))) {
+            // Keys are remembered per thread: this one just read `before`.
+            let _ = flat::parse(before);
             let serde = serde_json::from_str::<RawFields>(line).map_err(|e| e.to_string());
             match flat::parse(line) {
                 Some(fast) => assert_eq!(
                     format!("{:?}", Ok::<_, String>(fast)),
                     format!("{serde:?}"),
-                    "{line}"
+                    "{line} (read after {before})"
                 ),
                 None => assert!(
                     serde.is_err()
