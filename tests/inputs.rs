@@ -453,43 +453,41 @@ fn progress_never_appears_when_stderr_is_not_a_terminal() {
 #[test]
 fn progress_appears_on_a_terminal_and_is_cleared() {
     // The positive control of the test above: util-linux `script` gives the run a
-    // terminal. Skipped where `script` is missing.
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: util-linux `script` is not installed");
-        return;
-    }
+    // terminal. Spilled (a tiny --memory-limit), the line counts the spilled events too.
     let dir = TempDir::new("progress");
     let events = many_events(20_000);
     let (first, rest) = events.split_at(events.len() / 2);
     let first = dir.file("first.jsonl", first);
     let rest = dir.file("rest.jsonl", rest);
-    let shell = format!(
-        "{{ cat '{}'; sleep 1; cat '{}'; }} | '{BIN}' analyze --format jsonl --output /dev/null",
-        first.display(),
-        rest.display()
-    );
-    let out = Command::new("script")
-        .args(["-q", "-e", "-c", &shell, "/dev/null"])
-        .current_dir(root())
-        .env_remove("CI")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run script");
-    let screen = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{screen}");
-    assert!(
-        screen.contains("attempt-funnel: read ") && screen.contains("20,000 events"),
-        "{screen:?}"
-    );
-    let last = screen
-        .trim_end_matches(['\n', '\r'])
-        .rsplit('\r')
-        .next()
-        .unwrap();
-    assert!(
-        last.trim().is_empty(),
-        "the line is cleared at the end: {screen:?}"
-    );
+    for limit in ["1GiB", "64K"] {
+        let shell = format!(
+            "{{ cat '{}'; sleep 1; cat '{}'; }} | '{BIN}' analyze --format jsonl --output /dev/null --memory-limit {limit}",
+            first.display(),
+            rest.display()
+        );
+        let out = Command::new("script")
+            .args(["-q", "-e", "-c", &shell, "/dev/null"])
+            .current_dir(root())
+            .env_remove("CI")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("this test needs `script` from util-linux to make a pseudo-terminal ({e}); install it (apt-get install util-linux)"));
+        let screen = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{limit}: {screen}");
+        assert!(
+            screen.contains("attempt-funnel: read ") && screen.contains("20,000 events"),
+            "{limit}: {screen:?}"
+        );
+        let last = screen
+            .trim_end_matches(['\n', '\r'])
+            .rsplit('\r')
+            .next()
+            .unwrap();
+        assert!(
+            last.trim().is_empty(),
+            "{limit}: the line is cleared at the end: {screen:?}"
+        );
+    }
 }
 
 /// What the binary says on stderr, at once, when it is about to read a terminal (#15).

@@ -952,6 +952,22 @@ impl<'c> Reader<'c> {
         Ok(())
     }
 
+    /// What the progress line counts: the events read, spilled ones included, and their
+    /// operations while nothing was spilled.
+    pub(super) fn read_so_far(&self) -> progress::Counts {
+        let held = self.out.events.len() as u64;
+        match &self.spill {
+            None => progress::Counts {
+                events: held,
+                operations: Some(self.out.operations.len() as u64),
+            },
+            Some(spill) => progress::Counts {
+                events: held + spill.events(),
+                operations: None,
+            },
+        }
+    }
+
     /// Names the next input; its index is the `file` of its events' [`SourceRef`]s.
     pub fn add_file(&mut self, name: &str) -> u32 {
         self.out.files.push(name.to_string());
@@ -1201,7 +1217,7 @@ impl<'c> Reader<'c> {
                 }
             }
             buf.drain(..end);
-            progress.update(self.out.events.len(), self.out.operations.len());
+            progress.update(self.read_so_far());
             if eof {
                 return Ok(());
             }
@@ -1573,7 +1589,7 @@ impl<'c> Reader<'c> {
                     Ok((span, problem)) => {
                         self.spans.push(span);
                         if self.spans.len().is_multiple_of(PROGRESS_SPANS) {
-                            progress.update(self.out.events.len(), self.out.operations.len());
+                            progress.update(self.read_so_far());
                         }
                         match problem {
                             Some(message) => self.bad_line(file, line, message),

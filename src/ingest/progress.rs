@@ -119,14 +119,14 @@ impl Progress {
     }
 
     /// Redraws the line if it is shown and due. Call it per chunk, not per line.
-    pub fn update(&mut self, events: usize, operations: usize) {
+    pub fn update(&mut self, read: Counts) {
         if self.sink.is_none() {
             return;
         }
-        self.update_at(Instant::now(), events, operations);
+        self.update_at(Instant::now(), read);
     }
 
-    fn update_at(&mut self, now: Instant, events: usize, operations: usize) {
+    fn update_at(&mut self, now: Instant, read: Counts) {
         if self.sink.is_none() {
             return;
         }
@@ -137,7 +137,7 @@ impl Progress {
         if !due {
             return;
         }
-        let line = render(self.counter.get(), self.total_bytes, events, operations);
+        let line = render(self.counter.get(), self.total_bytes, read);
         let width = line.chars().count();
         let pad = self.drawn_width.saturating_sub(width);
         self.write(&format!("\r{line}{:pad$}", ""));
@@ -175,9 +175,18 @@ impl Drop for Progress {
     }
 }
 
+/// What the line counts besides bytes: the events read so far (spilled ones included), and
+/// their operations while none has been spilled (a spilled run no longer holds them all
+/// to count them).
+#[derive(Debug, Clone, Copy)]
+pub struct Counts {
+    pub events: u64,
+    pub operations: Option<u64>,
+}
+
 /// `attempt-funnel: read 312.4 MiB of 920.0 MiB (34%), 1,623,000 events, 340,120 operations`
-fn render(bytes: u64, total: Option<u64>, events: usize, operations: usize) -> String {
-    let read = match total {
+fn render(bytes: u64, total: Option<u64>, read: Counts) -> String {
+    let bytes = match total {
         Some(total) if total > 0 => format!(
             "{} of {} ({}%)",
             size(bytes),
@@ -186,11 +195,14 @@ fn render(bytes: u64, total: Option<u64>, events: usize, operations: usize) -> S
         ),
         _ => size(bytes),
     };
-    format!(
-        "attempt-funnel: read {read}, {}, {}",
-        counted(events as u64, "event", "events"),
-        counted(operations as u64, "operation", "operations")
-    )
+    let events = counted(read.events, "event", "events");
+    match read.operations {
+        Some(operations) => format!(
+            "attempt-funnel: read {bytes}, {events}, {}",
+            counted(operations, "operation", "operations")
+        ),
+        None => format!("attempt-funnel: read {bytes}, {events}"),
+    }
 }
 
 /// Bytes in binary units with one decimal: `512 B`, `8.0 MiB`, `1.2 GiB`.
@@ -253,15 +265,24 @@ mod tests {
         }
     }
 
+    fn counts(events: u64, operations: Option<u64>) -> Counts {
+        Counts { events, operations }
+    }
+
     #[test]
     fn renders_bytes_of_the_total_events_and_operations() {
         assert_eq!(
-            render(3 << 20, Some(12 << 20), 1_623_000, 340_120),
+            render(3 << 20, Some(12 << 20), counts(1_623_000, Some(340_120))),
             "attempt-funnel: read 3.0 MiB of 12.0 MiB (25%), 1,623,000 events, 340,120 operations"
         );
         assert_eq!(
-            render(512, None, 7, 1),
+            render(512, None, counts(7, Some(1))),
             "attempt-funnel: read 512 B, 7 events, 1 operation"
+        );
+        // Spilled: the operations are no longer all held to be counted.
+        assert_eq!(
+            render(512 << 20, None, counts(2_500_000, None)),
+            "attempt-funnel: read 512.0 MiB, 2,500,000 events"
         );
     }
 
@@ -285,17 +306,20 @@ mod tests {
         let mut progress = Progress::to_sink(Some(Box::new(screen.clone())), Some(1000));
         let t0 = progress.started;
         progress.counter().add(100);
-        progress.update_at(t0 + Duration::from_millis(100), 10, 1);
+        progress.update_at(t0 + Duration::from_millis(100), counts(10, Some(1)));
         assert_eq!(screen.text(), "", "nothing before FIRST_DRAW_AFTER");
-        progress.update_at(t0 + FIRST_DRAW_AFTER, 10, 1);
+        progress.update_at(t0 + FIRST_DRAW_AFTER, counts(10, Some(1)));
         let first = screen.text();
         assert!(
             first.starts_with('\r') && first.contains("(10%)"),
             "{first:?}"
         );
-        progress.update_at(t0 + FIRST_DRAW_AFTER + Duration::from_millis(50), 20, 2);
+        progress.update_at(
+            t0 + FIRST_DRAW_AFTER + Duration::from_millis(50),
+            counts(20, Some(2)),
+        );
         assert_eq!(screen.text(), first, "no redraw within REDRAW_EVERY");
-        progress.update_at(t0 + FIRST_DRAW_AFTER + REDRAW_EVERY, 20, 2);
+        progress.update_at(t0 + FIRST_DRAW_AFTER + REDRAW_EVERY, counts(20, Some(2)));
         assert!(screen.text().ends_with("20 events, 2 operations"));
         progress.finish();
         let all = screen.text();
@@ -307,7 +331,7 @@ mod tests {
     #[test]
     fn a_hidden_progress_never_writes() {
         let mut progress = Progress::hidden();
-        progress.update_at(Instant::now() + Duration::from_secs(5), 1, 1);
+        progress.update_at(Instant::now() + Duration::from_secs(5), counts(1, Some(1)));
         progress.finish();
         assert_eq!(progress.drawn_width, 0);
     }

@@ -1029,6 +1029,11 @@ impl Spill {
         self.dir
     }
 
+    /// Events written to the spill files so far (or held to be written).
+    pub fn events(&self) -> u64 {
+        self.partitions.parts.iter().map(|p| p.events).sum()
+    }
+
     /// Bytes written to the spill files so far.
     pub fn bytes(&self) -> u64 {
         self.partitions.parts.iter().map(|p| p.bytes).sum()
