@@ -471,7 +471,7 @@ fn read_partials(paths: &[InputPath]) -> Result<Vec<partial::Partial>> {
     for input in &inputs {
         match ingest::source::open(input, &progress.counter())? {
             // The rows of a partial file stay there until the merge streams them out.
-            ingest::source::Content::Lines(reader) => parts.extend(partial::format::read(
+            ingest::source::Content::Lines { text: reader, .. } => parts.extend(partial::format::read(
                 &input.name,
                 std::io::BufReader::with_capacity(1 << 20, reader),
                 input.rereadable().then_some(input),

@@ -200,6 +200,44 @@ fn two_hundred_thousand_operations_spilled_give_every_format_byte_for_byte() {
     compare_every_format(&[&events], "24M", &["--top", "20"]);
 }
 
+/// A plain file whose first megabytes say it will not fit is spilled from there on, not
+/// once the budget is full: under 256 MiB (32 MB for events) the 200 000 operations'
+/// million events would fill the budget after about a third of the file.
+#[test]
+fn a_file_that_will_not_fit_is_spilled_from_its_first_chunks() {
+    let dir = TempDir::new("memory-early");
+    let events = dir.path.join("events.jsonl");
+    run(&[
+        OsString::from("generate"),
+        "--ops".into(),
+        "200000".into(),
+        "--seed".into(),
+        "7".into(),
+        "--output".into(),
+        events.clone().into(),
+    ])
+    .expect_code(0);
+    let said = compare_every_format(&[&events], "256M", &[]);
+    let lines = std::fs::read_to_string(&events).unwrap().lines().count() as u64;
+    let as_read: u64 = said
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("profile:   ")?
+                .split(" events spilled as read")
+                .next()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no note of lines spilled as read: {said}"));
+    // Judged after 16 MiB of 187 MB: 87 % were spilled as read, against 63 % when the
+    // first spill waited for the budget to fill.
+    assert!(
+        as_read * 5 > lines * 4,
+        "{as_read} of {lines} events spilled as read"
+    );
+}
+
 #[test]
 fn an_unwritable_temp_dir_is_a_clear_error() {
     let dir = TempDir::new("memory-not-a-dir");

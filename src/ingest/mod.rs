@@ -475,8 +475,16 @@ fn read_with(
         let content = source::open(input, &progress.counter())?;
         let file = reader.add_file(name);
         match content {
-            Content::Lines(lines) => reader.read_lines(lines, input.size, file, &mut progress),
-            Content::Parquet(data) => parquet::read(data, input, file, &mut reader, &mut progress),
+            Content::Lines { text, as_stored } => {
+                if !as_stored || input.size.is_none() {
+                    reader.parsed_as_stored = None;
+                }
+                reader.read_lines(text, input.size, file, &mut progress)
+            }
+            Content::Parquet(data) => {
+                reader.parsed_as_stored = None;
+                parquet::read(data, input, file, &mut reader, &mut progress)
+            }
         }
         .with_context(|| format!("could not read '{name}'"))?;
     }
@@ -861,6 +869,10 @@ pub(super) struct Reader<'c> {
     /// Lines of a tool's log passed by as not attempts, in the chunk being read
     /// ([`Reader::preset_chunk`]).
     passed_lines: u64,
+    /// Bytes of the input parsed so far, as stored, while every input read so far is a
+    /// plain file of known size (`None` once one is not: a compressed file, a stream,
+    /// Parquet).
+    parsed_as_stored: Option<u64>,
     /// Lines in a batch, as the last batch of the input being read judged it
     /// ([`Parsed::next_batch_lines`]).
     batch_lines: usize,
@@ -902,6 +914,7 @@ impl<'c> Reader<'c> {
             spill: None,
             passed_lines: 0,
             batch_lines: LINES_PER_BATCH,
+            parsed_as_stored: Some(0),
             latest_ms: 0.0,
             total_bytes: None,
             read_bytes: None,
@@ -933,14 +946,37 @@ impl<'c> Reader<'c> {
         self.spill_events(held)
     }
 
+    /// After each chunk of lines: spills the events held when the input's size says they
+    /// will not fit by its end ([`spill::spills_anyway`]), so that the rest of the input is
+    /// spilled as it is read instead of kept until the budget is full. Judged only while the
+    /// bytes parsed are known as stored (plain files of known size).
+    fn after_chunk(&mut self) -> Result<()> {
+        let (Some(budget), None, Some(parsed)) = (&self.budget, &self.spill, self.parsed_as_stored)
+        else {
+            return Ok(());
+        };
+        let held = held_bytes(&self.out, &self.keys);
+        if spill::spills_anyway(held, parsed, self.total_bytes, budget.events_bytes()) {
+            self.spill_events(held)?;
+        }
+        Ok(())
+    }
+
+    /// How much of the input, as stored, has been read: the bytes parsed when known (plain
+    /// files), else the bytes read, which run a few megabytes ahead of the parsing.
+    fn read_so_far_as_stored(&self) -> u64 {
+        self.parsed_as_stored
+            .unwrap_or_else(|| self.read_bytes.as_ref().map_or(0, |c| c.get()))
+    }
+
     /// Writes the events held to their partitions' files and forgets them, their
     /// operations and strings.
     fn spill_events(&mut self, held: u64) -> Result<()> {
         let budget = self.budget.as_ref().expect("spilling needs a budget");
+        let read = self.read_so_far_as_stored();
         let spill = match &mut self.spill {
             Some(spill) => spill,
             None => {
-                let read = self.read_bytes.as_ref().map_or(0, |c| c.get());
                 let partitions =
                     spill::first_partitions(held, read, self.total_bytes, budget.events_bytes());
                 self.spill.insert(Spill::create(budget, partitions)?)
@@ -1217,6 +1253,10 @@ impl<'c> Reader<'c> {
                 }
             }
             buf.drain(..end);
+            if let Some(parsed) = &mut self.parsed_as_stored {
+                *parsed += end as u64;
+            }
+            self.after_chunk()?;
             progress.update(self.read_so_far());
             if eof {
                 return Ok(());

@@ -76,8 +76,13 @@ enum Location {
 
 /// What an opened input holds.
 pub enum Content {
-    /// Text lines (JSON Lines or logfmt), already decompressed.
-    Lines(Box<dyn Read + Send>),
+    /// Text lines (JSON Lines or logfmt), already decompressed; `as_stored`: the text is
+    /// the input's bytes as stored (not decompressed), so that its size on disk measures
+    /// how much of it has been read.
+    Lines {
+        text: Box<dyn Read + Send>,
+        as_stored: bool,
+    },
     /// A Parquet file: read by columns, so it needs to seek.
     Parquet(ParquetData),
 }
@@ -318,7 +323,12 @@ fn content(head: Vec<u8>, rest: impl Read + Send + 'static) -> io::Result<Conten
     let kind = sniff(&head);
     let stream = Cursor::new(head).chain(rest);
     let mut decoded: Box<dyn Read + Send> = match kind {
-        Kind::Text => return Ok(Content::Lines(Box::new(stream))),
+        Kind::Text => {
+            return Ok(Content::Lines {
+                text: Box::new(stream),
+                as_stored: true,
+            })
+        }
         Kind::Parquet => return parquet_in_memory(Box::new(stream)),
         Kind::Gzip => Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(stream))),
         Kind::Zstd => Box::new(zstd::stream::read::Decoder::new(stream)?),
@@ -329,7 +339,10 @@ fn content(head: Vec<u8>, rest: impl Read + Send + 'static) -> io::Result<Conten
     if sniff(&head) == Kind::Parquet {
         return parquet_in_memory(Box::new(Cursor::new(head).chain(decoded)));
     }
-    Ok(Content::Lines(Box::new(Cursor::new(head).chain(decoded))))
+    Ok(Content::Lines {
+        text: Box::new(Cursor::new(head).chain(decoded)),
+        as_stored: false,
+    })
 }
 
 fn parquet_in_memory(mut stream: Box<dyn Read + Send>) -> io::Result<Content> {
@@ -393,7 +406,7 @@ mod tests {
 
     fn read_all(content: Content) -> Vec<u8> {
         match content {
-            Content::Lines(mut r) => {
+            Content::Lines { text: mut r, .. } => {
                 let mut out = Vec::new();
                 r.read_to_end(&mut out).unwrap();
                 out
@@ -550,7 +563,7 @@ mod tests {
         let err = match open(&inputs[0], &ByteCounter::default()) {
             Err(err) => err,
             Ok(content) => {
-                let Content::Lines(mut r) = content else {
+                let Content::Lines { text: mut r, .. } = content else {
                     panic!("not parquet")
                 };
                 let err = r.read_to_end(&mut Vec::new()).unwrap_err();

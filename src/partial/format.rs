@@ -723,7 +723,7 @@ pub struct FileRows {
 pub fn rows_of(file: &FileRows) -> Result<impl Iterator<Item = Result<Row>>> {
     let counter = crate::ingest::progress::Progress::new(false, None).counter();
     let reader = match crate::ingest::source::open(&file.input, &counter)? {
-        crate::ingest::source::Content::Lines(reader) => reader,
+        crate::ingest::source::Content::Lines { text: reader, .. } => reader,
         crate::ingest::source::Content::Parquet(_) => {
             bail!("'{}' changed while it was merged", file.input.name)
         }
