@@ -89,6 +89,37 @@ fn compare_every_format(inputs: &[&Path], limit: &str, extra: &[&str]) -> String
     spilled_stderr
 }
 
+/// The events a spilled run's profile says were spilled as they were read.
+fn spilled_as_read(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("profile:   ")?
+                .split(" events spilled as read")
+                .next()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no note of events spilled as read: {stderr}"))
+}
+
+/// `generate --ops 200000 --seed 7` in `dir`: about a million events, 187 MB.
+fn generated_200k(dir: &TempDir) -> std::path::PathBuf {
+    let events = dir.path.join("events.jsonl");
+    run(&[
+        OsString::from("generate"),
+        "--ops".into(),
+        "200000".into(),
+        "--seed".into(),
+        "7".into(),
+        "--output".into(),
+        events.clone().into(),
+    ])
+    .expect_code(0);
+    events
+}
+
 /// `analyze` with `args` and extra environment variables.
 fn analyze_env(args: &[OsString], env: &[(&str, &str)]) -> Run {
     let out = Command::new(BIN)
@@ -159,17 +190,7 @@ fn every_line_reader_spilled_as_read_gives_the_same_report() {
         let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
         let said = compare_every_format(&inputs, "64K", extra);
         // More than the filler's last batch was spilled as read: the fixtures were.
-        let as_read: u64 = said
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("profile:   ")?
-                    .split(" events spilled as read")
-                    .next()?
-                    .trim()
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or_else(|| panic!("{fixtures:?}: no note of lines spilled as read: {said}"));
+        let as_read = spilled_as_read(&said);
         assert!(as_read > 0, "{fixtures:?}: nothing was spilled as read");
     }
 }
@@ -185,17 +206,7 @@ fn span_inputs_spilled_give_the_same_report() {
 #[test]
 fn two_hundred_thousand_operations_spilled_give_every_format_byte_for_byte() {
     let dir = TempDir::new("memory-200k");
-    let events = dir.path.join("events.jsonl");
-    run(&[
-        OsString::from("generate"),
-        "--ops".into(),
-        "200000".into(),
-        "--seed".into(),
-        "7".into(),
-        "--output".into(),
-        events.clone().into(),
-    ])
-    .expect_code(0);
+    let events = generated_200k(&dir);
     // About a million events, ~110 MB held in memory: 24 MiB spills them several times.
     compare_every_format(&[&events], "24M", &["--top", "20"]);
 }
@@ -206,30 +217,10 @@ fn two_hundred_thousand_operations_spilled_give_every_format_byte_for_byte() {
 #[test]
 fn a_file_that_will_not_fit_is_spilled_from_its_first_chunks() {
     let dir = TempDir::new("memory-early");
-    let events = dir.path.join("events.jsonl");
-    run(&[
-        OsString::from("generate"),
-        "--ops".into(),
-        "200000".into(),
-        "--seed".into(),
-        "7".into(),
-        "--output".into(),
-        events.clone().into(),
-    ])
-    .expect_code(0);
+    let events = generated_200k(&dir);
     let said = compare_every_format(&[&events], "256M", &[]);
     let lines = std::fs::read_to_string(&events).unwrap().lines().count() as u64;
-    let as_read: u64 = said
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("profile:   ")?
-                .split(" events spilled as read")
-                .next()?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no note of lines spilled as read: {said}"));
+    let as_read = spilled_as_read(&said);
     // Judged after 16 MiB of 187 MB: 87 % were spilled as read, against 63 % when the
     // first spill waited for the budget to fill.
     assert!(
