@@ -612,7 +612,8 @@ trait ParsedLine: Send {
     type Hashed: LookAhead + Send;
 
     /// Whether lines of this kind are spilled as they are read once spilling began: what
-    /// keeping them does is all in [`ParsedLine::attempts`] and [`ParsedLine::passed`].
+    /// keeping them does is all in [`ParsedLine::for_each_attempt`] and
+    /// [`ParsedLine::passed`].
     const SPILLS_AS_READ: bool;
 
     fn hashed(self) -> Self::Hashed;
@@ -688,18 +689,16 @@ trait LookAhead {
     /// Takes one step of loading what interning this line's strings will read.
     fn prefetch(&self, _strings: &Interner, _step: Step) {}
 
-    /// How many attempts (or spans) it stands for: what keeping it adds.
+    /// How many attempts it stands for: what keeping it adds to the events held.
     fn attempts(&self) -> u64 {
         1
     }
 }
 
-/// Spans are interned once all are read ([`Reader::push_spans`]), not line by line.
-impl LookAhead for MappedSpans {
-    fn attempts(&self) -> u64 {
-        self.len() as u64
-    }
-}
+/// Spans are interned once all are read ([`Reader::push_spans`]), not line by line. A line
+/// of spans counts as one when batches are sized: its spans are held until the end however
+/// the batches go, and a line of thousands of spans is best parsed beside another.
+impl LookAhead for MappedSpans {}
 
 impl LookAhead for preset::Read<HashedLine<'_>> {
     fn prefetch(&self, strings: &Interner, step: Step) {
