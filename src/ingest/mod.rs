@@ -989,7 +989,7 @@ impl<'c> Reader<'c> {
 
     /// What the progress line counts: the events read, spilled ones included, and their
     /// operations while nothing was spilled.
-    pub(super) fn read_so_far(&self) -> progress::Counts {
+    pub(super) fn progress_counts(&self) -> progress::Counts {
         let held = self.out.events.len() as u64;
         match &self.spill {
             None => progress::Counts {
@@ -1256,7 +1256,7 @@ impl<'c> Reader<'c> {
                 *parsed += end as u64;
             }
             self.after_chunk()?;
-            progress.update(self.read_so_far());
+            progress.update(self.progress_counts());
             if eof {
                 return Ok(());
             }
@@ -1628,7 +1628,7 @@ impl<'c> Reader<'c> {
                     Ok((span, problem)) => {
                         self.spans.push(span);
                         if self.spans.len().is_multiple_of(PROGRESS_SPANS) {
-                            progress.update(self.read_so_far());
+                            progress.update(self.progress_counts());
                         }
                         match problem {
                             Some(message) => self.bad_line(file, line, message),

@@ -303,7 +303,7 @@ impl Reading<'_> {
                         self.counter.add(done - bytes_counted);
                         bytes_counted = done;
                     }
-                    progress.update(out.read_so_far());
+                    progress.update(out.progress_counts());
                 }
                 Kind::Error => bail!("{}", String::from_utf8_lossy(&payload)),
                 Kind::Done => return Ok(true),

@@ -185,8 +185,8 @@ pub struct Counts {
 }
 
 /// `attempt-funnel: read 312.4 MiB of 920.0 MiB (34%), 1,623,000 events, 340,120 operations`
-fn render(bytes: u64, total: Option<u64>, read: Counts) -> String {
-    let bytes = match total {
+fn render(bytes: u64, total: Option<u64>, counts: Counts) -> String {
+    let read = match total {
         Some(total) if total > 0 => format!(
             "{} of {} ({}%)",
             size(bytes),
@@ -195,13 +195,13 @@ fn render(bytes: u64, total: Option<u64>, read: Counts) -> String {
         ),
         _ => size(bytes),
     };
-    let events = counted(read.events, "event", "events");
-    match read.operations {
+    let events = counted(counts.events, "event", "events");
+    match counts.operations {
         Some(operations) => format!(
-            "attempt-funnel: read {bytes}, {events}, {}",
+            "attempt-funnel: read {read}, {events}, {}",
             counted(operations, "operation", "operations")
         ),
-        None => format!("attempt-funnel: read {bytes}, {events}"),
+        None => format!("attempt-funnel: read {read}, {events}"),
     }
 }
 

@@ -330,6 +330,9 @@ pub fn encode_lines(router: Router, lines: &[LineEvent]) -> Encoded {
     let mut counts: Vec<u64> = Vec::new();
     // Each line as part, group and index, in one number: sorted, the order to write in.
     let mut order: Vec<u64> = Vec::with_capacity(lines.len());
+    // A stretch is a thousand lines of at most a thousand attempts each (a preset's
+    // attempt count is capped there): its indexes fit 22 bits, the parts 20.
+    assert!(lines.len() < 1 << 22 && (MAX_PARTITIONS as usize) < 1 << 20);
     for (i, line) in lines.iter().enumerate() {
         let next = group_parts.len() as u32;
         let group = *groups.entry((line.run, line.id)).or_insert(next);
@@ -341,9 +344,6 @@ pub fn encode_lines(router: Router, lines: &[LineEvent]) -> Encoded {
         let part = u64::from(group_parts[group as usize]);
         order.push(part << 44 | u64::from(group) << 22 | i as u64);
     }
-    // A stretch is a thousand lines of at most a thousand attempts each (a preset's
-    // attempt count is capped there).
-    assert!(lines.len() < 1 << 22 && (MAX_PARTITIONS as usize) < 1 << 20);
     order.sort_unstable();
     let mut out = Encoded {
         bytes: Vec::with_capacity(lines.len() * 48),
@@ -1065,13 +1065,17 @@ pub fn partitions_for(memory_bytes: u64, budget: u64) -> u32 {
 /// compressed input scales as well as a plain one). Unknown size (stdin):
 /// [`PARTITIONS_UNKNOWN_SIZE`].
 pub fn first_partitions(held_bytes: u64, read: u64, total: Option<u64>, budget: u64) -> u32 {
-    match total {
-        Some(total) if read > 0 => {
-            let whole = held_bytes as f64 * (total as f64 / read as f64).max(1.0);
-            partitions_for(whole as u64, budget)
-        }
-        _ => PARTITIONS_UNKNOWN_SIZE,
+    match whole_input_bytes(held_bytes, read, total) {
+        Some(whole) => partitions_for(whole as u64, budget),
+        None => PARTITIONS_UNKNOWN_SIZE,
     }
+}
+
+/// The events held (`held_bytes`, from `read` bytes of an input of `total` bytes as stored)
+/// scaled to the whole input; `None` when its size is unknown or nothing is read yet.
+fn whole_input_bytes(held_bytes: u64, read: u64, total: Option<u64>) -> Option<f64> {
+    let total = total.filter(|_| read > 0)?;
+    Some(held_bytes as f64 * (total as f64 / read as f64).max(1.0))
 }
 
 /// Whether the events held (`held_bytes`, from `parsed` bytes of an input of `total` bytes
@@ -1081,13 +1085,10 @@ pub fn first_partitions(held_bytes: u64, read: u64, total: Option<u64>, budget: 
 /// budget is full: every line read after the first spill is spilled where it is parsed,
 /// never interned or kept (at 1 M operations the first 1.4 M of 4.9 M events were).
 pub fn spills_anyway(held_bytes: u64, parsed: u64, total: Option<u64>, budget: u64) -> bool {
-    match total {
-        Some(total) if parsed >= MIN_PARSED_TO_JUDGE.min(total) && parsed > 0 => {
-            let whole = held_bytes as f64 * (total as f64 / parsed as f64).max(1.0);
-            whole > budget as f64 * HEADROOM
-        }
-        _ => false,
-    }
+    let judged = total.is_some_and(|total| parsed >= MIN_PARSED_TO_JUDGE.min(total));
+    judged
+        && whole_input_bytes(held_bytes, parsed, total)
+            .is_some_and(|whole| whole > budget as f64 * HEADROOM)
 }
 
 /// How much of an input is parsed before its size is trusted to say it will not fit: two
