@@ -321,9 +321,13 @@ impl Pass {
 }
 
 impl Worker {
-    fn new(hops: usize) -> Worker {
+    /// `operations`: how many it will likely see (at least), reserved: grown from nothing
+    /// by doubling, each worker's rows were copied and faulted in again and again.
+    fn new(hops: usize, operations: usize) -> Worker {
+        let mut pass = Pass::new(hops);
+        pass.pending.reserve(operations);
         Worker {
-            pass: Pass::new(hops),
+            pass,
             stats: StatsBuilder::new(hops),
             scratch: Vec::new(),
         }
@@ -430,11 +434,12 @@ pub fn partition_pass(
     let by_operation = ByOperation::new(&events, ingested.operations.len());
     // A few dozen workers at most: each fills its own statistics, merged once at the end.
     let min_ops_per_worker = (ingested.operations.len() / 64).max(1024);
+    let reserved = min_ops_per_worker.min(ingested.operations.len());
     let workers = (0..ingested.operations.len())
         .into_par_iter()
         .with_min_len(min_ops_per_worker)
         .fold(
-            || Worker::new(rules.hops.len()),
+            || Worker::new(rules.hops.len(), reserved),
             |mut worker, op| {
                 let mut scratch = std::mem::take(&mut worker.scratch);
                 by_operation.sorted_events(&events, op, &mut scratch);
@@ -487,11 +492,12 @@ pub fn attempts_pass(
     trace_end_ms: Millis,
 ) -> Pass {
     let min_ops_per_worker = (operations.len() / 64).max(1024);
+    let reserved = min_ops_per_worker.min(operations.len());
     let workers = operations
         .par_iter()
         .with_min_len(min_ops_per_worker)
         .fold(
-            || Worker::new(rules.hops.len()),
+            || Worker::new(rules.hops.len(), reserved),
             |mut worker, (op, attempts)| {
                 worker.add_attempts(*op, attempts, rules, trace_end_ms);
                 worker

@@ -234,6 +234,8 @@ impl Partitioned {
             }
         };
         let mut keys = Keys::default();
+        // The decoding thread's batches, handed from part to part for the same reason.
+        let mut spare: Vec<spill::Batch> = Vec::new();
         let mut into = head;
         let mut todo: Vec<spill::Part> = Vec::new();
         let mut parts = spill.partitions.parts.clone().into_iter();
@@ -248,7 +250,13 @@ impl Partitioned {
             };
             if part.memory_bytes() > budget && part.events > 1 {
                 if let Some(mut split) = spill.split_parts(&part, part.memory_bytes(), budget) {
-                    read_part(&part, &mut into, &mut keys, &mut Some((&mut split, budget)))?;
+                    read_part(
+                        &part,
+                        &mut into,
+                        &mut keys,
+                        &mut Some((&mut split, budget)),
+                        &mut spare,
+                    )?;
                     spill.remove(&part);
                     // A split that left everything in one part (one huge operation) is
                     // read as it is: an operation is analysed whole.
@@ -262,6 +270,7 @@ impl Partitioned {
                         &mut into,
                         &mut keys,
                         &mut None,
+                        &mut spare,
                     )?;
                     into.latest_elsewhere_ms = Some(trace_end_ms);
                     each(&mut into, Some(spill.dir()))?;
@@ -269,7 +278,7 @@ impl Partitioned {
                     continue;
                 }
             }
-            read_part(&part, &mut into, &mut keys, &mut None)?;
+            read_part(&part, &mut into, &mut keys, &mut None, &mut spare)?;
             spill.remove(&part);
             into.latest_elsewhere_ms = Some(trace_end_ms);
             each(&mut into, Some(spill.dir()))?;
@@ -282,12 +291,14 @@ impl Partitioned {
 const BATCHES_AHEAD: usize = 2;
 
 /// Reads a spilled part's events into `into`; with `split`, writes them on into the
-/// smaller parts instead, a budget's worth at a time.
+/// smaller parts instead, a budget's worth at a time. `spare`: the decoded batches of the
+/// part before, to be filled again (and this part's, when it returns).
 fn read_part(
     part: &spill::Part,
     into: &mut Ingested,
     keys: &mut Keys,
     split: &mut Option<(&mut spill::Parts, u64)>,
+    spare: &mut Vec<spill::Batch>,
 ) -> Result<()> {
     if part.events == 0 {
         return Ok(());
@@ -312,21 +323,30 @@ fn read_part(
     // decoded: decoding took a third of reading a partition back, with the other core idle.
     let (decoded, batches) = std::sync::mpsc::sync_channel(BATCHES_AHEAD);
     let (done, spent) = std::sync::mpsc::channel::<spill::Batch>();
+    // Batches grown by the part before are filled first: a new batch grows its vectors by
+    // doubling, on fresh pages, and each part's first batches did (a twentieth of reading
+    // back went to growing them).
+    for batch in spare.drain(..) {
+        let _ = done.send(batch);
+    }
     std::thread::scope(|scope| {
-        scope.spawn(move || loop {
-            let mut batch = spent.try_recv().unwrap_or_default();
-            match reader.fill(&mut batch) {
-                Ok(true) => {
-                    if decoded.send(Ok(batch)).is_err() {
-                        break; // the interning side stopped on an error
+        let decoder = scope.spawn(move || {
+            loop {
+                let mut batch = spent.try_recv().unwrap_or_default();
+                match reader.fill(&mut batch) {
+                    Ok(true) => {
+                        if decoded.send(Ok(batch)).is_err() {
+                            break; // the interning side stopped on an error
+                        }
+                    }
+                    Ok(false) => break,
+                    Err(e) => {
+                        let _ = decoded.send(Err(e));
+                        break;
                     }
                 }
-                Ok(false) => break,
-                Err(e) => {
-                    let _ = decoded.send(Err(e));
-                    break;
-                }
             }
+            spent
         });
         for batch in batches {
             let batch: spill::Batch = batch?;
@@ -359,6 +379,10 @@ fn read_part(
         if let Some((parts, _)) = split {
             parts.write(events_of(into, start))?;
             clear_events(into, start, keys);
+        }
+        // Every batch came back (the decoder ended, and each one it sent was returned).
+        if let Ok(spent) = decoder.join() {
+            spare.extend(spent.try_iter());
         }
         Ok(())
     })
