@@ -8,6 +8,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use anyhow::{bail, Context, Result};
+use rayon::prelude::*;
 
 use super::{format, OpAttempts, Partial, Retries, Row, Rows};
 use crate::analysis::tally::{RowSink, Tally};
@@ -15,7 +16,7 @@ use crate::analysis::{
     add_counts, attempts_pass, hop_bursts, worst_first, Analysis, KeptOperation, OperationResult,
     TraceEnd, Worst, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
 };
-use crate::burst::RetryPoint;
+use crate::burst::{Burst, RetryPoint};
 use crate::classify::operation_facts;
 use crate::diagnostics::{BadInputPolicy, Diagnostics, InputIssue};
 use crate::group::build_tree;
@@ -85,27 +86,31 @@ pub fn merge(
                 .zip(offsets.iter().copied()),
         )
         .collect();
+    let hops = 0..rules.hops.len() as u16;
+    let counts: Vec<usize> = hops
+        .clone()
+        .map(|hop| sources.iter().map(|(r, _)| r.count_at_hop(hop)).sum())
+        .collect();
     let mut bursts = Vec::new();
-    for hop in 0..rules.hops.len() as u16 {
-        // Reserved whole: grown by doubling, the vector of the busiest hop was twice its
-        // size mid-copy, the largest allocation of a run.
-        let count: usize = sources.iter().map(|(r, _)| r.count_at_hop(hop)).sum();
-        if count >= u32::MAX as usize {
-            bail!(
-                "{count} retry starts at hop '{}', more than the burst rule can index ({}): analyse the input in parts (by test run or by time)",
-                rules.hops.name(hop),
-                u32::MAX - 1
-            );
+    if counts.iter().sum::<usize>() * std::mem::size_of::<RetryPoint>() <= HOPS_SIDE_BY_SIDE_BYTES {
+        // Small enough to hold every hop's at once: the hops are searched side by side
+        // (the search is one thread's work per hop, and the busiest hop is not all of it).
+        let points = hops
+            .clone()
+            .map(|hop| points_at_hop(&sources, hop, counts[hop as usize], rules))
+            .collect::<Result<Vec<_>>>()?;
+        let found: Vec<Vec<Burst>> = hops
+            .zip(points)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|(hop, points)| hop_bursts(hop, points, rules))
+            .collect();
+        bursts.extend(found.into_iter().flatten());
+    } else {
+        for hop in hops {
+            let points = points_at_hop(&sources, hop, counts[hop as usize], rules)?;
+            bursts.extend(hop_bursts(hop, points, rules));
         }
-        let mut points: Vec<RetryPoint> = Vec::with_capacity(count);
-        for &(retries, offset) in &sources {
-            let from = points.len();
-            retries.append_at_hop(hop, &mut points)?;
-            for point in &mut points[from..] {
-                point.op += offset;
-            }
-        }
-        bursts.extend(hop_bursts(hop, points, rules));
     }
     drop(sources);
     drop(late_retries);
@@ -249,6 +254,39 @@ pub fn merge(
         trace_end_ms,
         kept,
     })
+}
+
+/// Up to this many bytes of retry starts, the burst rule runs over every hop at once, side
+/// by side; past it one hop at a time (a spilled run's merge holds one hop's, never all:
+/// at 30 M operations the busiest hop's were the run's peak). 64 MiB is some 2.8 M retry
+/// starts, about 3.5 M operations of the generator's default mix.
+const HOPS_SIDE_BY_SIDE_BYTES: usize = 64 << 20;
+
+/// The retry starts at `hop` of every source, `count` of them, with their merge indexes.
+fn points_at_hop(
+    sources: &[(&Retries, u32)],
+    hop: u16,
+    count: usize,
+    rules: &Rules,
+) -> Result<Vec<RetryPoint>> {
+    if count >= u32::MAX as usize {
+        bail!(
+            "{count} retry starts at hop '{}', more than the burst rule can index ({}): analyse the input in parts (by test run or by time)",
+            rules.hops.name(hop),
+            u32::MAX - 1
+        );
+    }
+    // Reserved whole: grown by doubling, the vector of the busiest hop was twice its size
+    // mid-copy, the largest allocation of a run.
+    let mut points: Vec<RetryPoint> = Vec::with_capacity(count);
+    for &(retries, offset) in sources {
+        let from = points.len();
+        retries.append_at_hop(hop, &mut points)?;
+        for point in &mut points[from..] {
+            point.op += offset;
+        }
+    }
+    Ok(points)
 }
 
 /// Partials merge only when every setting that changes a result is the same.
