@@ -393,7 +393,12 @@ fn release_free_memory(delay_ms: std::ffi::c_long) {
 /// 100 ms took 9 % off the time at 1 M and 10 M operations and 14 % at 30 M, for 15 % more
 /// peak memory (1 M: 417 → 480 MB; 30 M: 699 → 769 MB, well within the 1 GiB default).
 /// The merge purges at once (`analyze_partitions`): its working set is the run's largest.
-const PARTITION_PURGE_DELAY_MS: std::ffi::c_long = 100;
+/// Then 1000 ms rather than 100: at 1 M operations a partition is read back and analysed
+/// in about 0.4 s, and pages its reading freed were handed back before its pass could take
+/// them again. Three alternating pairs at 1 M: wall 3.72–3.75 → 3.34–3.55 s, page faults
+/// 163–172 k → 152–156 k, CPU 5.8–5.9 → 5.2–5.6 s; peak 225–238 → 233–241 MB. At 10 M two
+/// pairs differed by less than the machine's noise, for 257–261 → 278–288 MB of peak.
+const PARTITION_PURGE_DELAY_MS: std::ffi::c_long = 1000;
 
 /// `merge`: partials → the merged analysis → the same report, gate and exit code as one
 /// `analyze` run over all their input.
