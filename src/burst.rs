@@ -100,7 +100,7 @@ struct Narrowed {
 /// Every distinct start instant `t` anchors a window `[t, t + W]`. A window holding retries
 /// of at least `min_ops` operations is significant when its retry count is below
 /// [`BURST_P_VALUE`] under Poisson(λ), λ being the busier side's background (see
-/// [`background`]). Each significant window is narrowed to its least likely sub-window that
+/// [`Edges::background`]). Each significant window is narrowed to its least likely sub-window that
 /// still holds `min_ops` operations ([`narrow`]), and narrowed windows that overlap or lie
 /// within W of each other make one burst.
 pub fn find_bursts(hop: u16, points: &[RetryPoint], params: BurstParams) -> Vec<Burst> {

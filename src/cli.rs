@@ -1,6 +1,10 @@
 //! The command line as clap sees it. `main.rs` turns it into a validated config; nothing
 //! else uses these types.
 
+// The doc comments here are clap's help texts, which name TOML tables such as `[hop_map]`:
+// plain text for the user, not intra-doc links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};

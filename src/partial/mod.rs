@@ -6,10 +6,10 @@
 //! machine, one spilled share of it, or one worker's share on a cluster) yields a
 //! [`Partial`]: its rows sorted by operation key, each with its class with and without a
 //! burst, every retry start, the attempt statistics, the worst operations' attempts and the
-//! input statistics. [`merge`] then finds the bursts over all retry starts, gives every row
+//! input statistics. [`merge()`] then finds the bursts over all retry starts, gives every row
 //! its final class, and streams the rows out in key order. `analyze` is exactly one
 //! partial merged ([`analyze`]); `analyze --format partial` writes the partial instead
-//! ([`format`]), and `merge` reads partials back: the three give one answer by construction.
+//! ([`mod@format`]), and `merge` reads partials back: the three give one answer by construction.
 
 pub mod format;
 pub mod merge;
@@ -61,7 +61,7 @@ pub struct Partial {
 pub enum Rows {
     Memory(Vec<Row>),
     File(format::FileRows),
-    /// Written aside by a spilled run ([`Partial::spill_rows`]).
+    /// Written aside by a spilled run ([`Partial::spill`]).
     Spilled(format::SpilledRows),
 }
 
