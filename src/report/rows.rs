@@ -105,14 +105,7 @@ impl Columns {
             column.push(n);
         }
         self.total_attempts.push(o.total_attempts());
-        self.scratch.clear();
-        for (i, f) in o.findings.iter().enumerate() {
-            if i > 0 {
-                self.scratch.push(';');
-            }
-            // Writing to a String cannot fail.
-            let _ = f.write_label(hops, &mut self.scratch);
-        }
+        findings_text(o, hops, &mut self.scratch);
         self.findings.append_value(cell(&self.scratch));
         self.first_start_ms.push(o.first_start_ms);
         self.last_finish_ms.push(o.last_finish_ms);
@@ -137,6 +130,19 @@ impl Columns {
             Column::new("overlap_ms".into(), self.overlap_ms),
         ]);
         DataFrame::new_infer_height(columns)
+    }
+}
+
+/// The findings cell of CSV and Parquet, written into `out` (emptied first): `kind@hop`
+/// joined with `;`.
+fn findings_text(o: &OperationResult, hops: &HopOrder, out: &mut String) {
+    out.clear();
+    for (i, f) in o.findings.iter().enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        // Writing to a String cannot fail.
+        let _ = f.write_label(hops, out);
     }
 }
 
@@ -307,14 +313,7 @@ impl<W: Write> CsvRows<W> {
         line.push(b',');
         line.extend_from_slice(itoa::Buffer::new().format(o.total_attempts()).as_bytes());
         line.push(b',');
-        self.findings.clear();
-        for (i, f) in o.findings.iter().enumerate() {
-            if i > 0 {
-                self.findings.push(';');
-            }
-            // Writing to a String cannot fail.
-            let _ = f.write_label(hops, &mut self.findings);
-        }
+        findings_text(o, hops, &mut self.findings);
         csv_text(line, Some(&cell(&self.findings)));
         for ms in [Some(o.first_start_ms), o.last_finish_ms, Some(o.overlap_ms)] {
             line.push(b',');
