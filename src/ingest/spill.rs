@@ -1112,9 +1112,12 @@ impl TempDir {
         HANDLER.call_once(install_cleanup_on_signal);
         for n in 0u32.. {
             let path = base.join(format!("attempt-funnel-{}-{n}", std::process::id()));
+            // Created and listed under one lock: an interruption between the two left the
+            // directory behind, unlisted (the handler takes the same lock).
+            let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
             match std::fs::create_dir(&path) {
                 Ok(()) => {
-                    LIVE.lock().unwrap_or_else(|e| e.into_inner()).push(path.clone());
+                    live.push(path.clone());
                     return Ok(TempDir { path });
                 }
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
@@ -1138,6 +1141,25 @@ impl Drop for TempDir {
     }
 }
 
+/// Removes a spill directory that the run's threads may still be writing into: each write
+/// opens its file by path, creating it again if it was removed, so the directory is first
+/// renamed aside (a file opened by its old path after that fails instead), then removed,
+/// again while a write that was already on its way left a file in it.
+fn remove_while_written(path: &Path) {
+    let aside = path.with_extension("removing");
+    let target = if std::fs::rename(path, &aside).is_ok() {
+        aside
+    } else {
+        path.to_path_buf()
+    };
+    for _ in 0..100 {
+        if std::fs::remove_dir_all(&target).is_ok() || !target.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// On SIGINT, SIGTERM or SIGHUP: removes the live spill directories, then ends the process
 /// as the signal would have (exit status 128 + the signal's number).
 fn install_cleanup_on_signal() {
@@ -1149,7 +1171,7 @@ fn install_cleanup_on_signal() {
         if let Some(signal) = signals.forever().next() {
             let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
             for path in live.iter() {
-                let _ = std::fs::remove_dir_all(path);
+                remove_while_written(path);
             }
             let _ = std::io::stderr().flush();
             std::process::exit(128 + signal);
