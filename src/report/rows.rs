@@ -179,10 +179,9 @@ pub struct RowWriter<W: Write> {
 
 impl<W: Write> RowWriter<W> {
     pub fn new(format: RowFormat, hops: &HopOrder, out: W) -> anyhow::Result<Self> {
-        let cell = match format {
-            RowFormat::Csv => escape::csv_cell,
-            _ => as_is,
-        };
+        // Only Parquet fills the batch, and it keeps text as the input spelled it (CSV
+        // escapes its cells as it writes them, in `CsvRows`).
+        let cell = as_is;
         let schema = || -> PolarsResult<Schema> {
             Ok(operation_frame(&[], hops, cell)?.schema().as_ref().clone())
         };
