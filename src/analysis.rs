@@ -55,7 +55,10 @@ impl FinalOutcome {
     pub fn of(attempts: &[Attempt], tree: &Tree) -> FinalOutcome {
         let mut all_success = true;
         for line in tree.lines.iter().filter(|l| l.parent == Parent::Request) {
-            let last = line.attempts.last().map(|&i| attempts[i as usize].outcome);
+            let last = tree
+                .attempts(line)
+                .last()
+                .map(|&i| attempts[i as usize].outcome);
             match last.flatten() {
                 Some(o) if o.is_success() => {}
                 Some(_) => return FinalOutcome::Failure,

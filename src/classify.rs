@@ -3,7 +3,7 @@
 //! hygiene; then, once bursts across operations are known, picks the class by precedence
 //! and keeps everything else as findings.
 
-use crate::group::{Parent, Tree};
+use crate::group::{Line, Parent, Tree};
 use crate::model::{named_enum, Attempt, Millis};
 use crate::rules::{HopOrder, Rules};
 
@@ -288,21 +288,21 @@ pub fn operation_facts(
             .map_or(tree.lines.len(), |n| group_start + n);
         let group = &tree.lines[group_start..group_end];
         let h = &mut hops[first.hop as usize];
-        let attempts_under_parent: usize = group.iter().map(|l| l.attempts.len()).sum();
+        let attempts_under_parent: usize = group.iter().map(Line::len).sum();
         if attempts_under_parent > 1 && !matches!(first.parent, Parent::Orphan(_)) {
             h.multiplies = true;
             h.fans_out |= group.len() > 1;
         }
         for line in group {
+            let members = tree.attempts(line);
             let budget = rules.budgets[line.hop as usize];
-            h.over_budget |= line.attempts.len() as u32 > budget;
-            let effects = line
-                .attempts
+            h.over_budget |= members.len() as u32 > budget;
+            let effects = members
                 .iter()
                 .filter(|&&i| attempts[i as usize].effect)
                 .count() as u32;
             h.duplicate_effects += effects.saturating_sub(1);
-            if line.attempts.len() < 2 {
+            if members.len() < 2 {
                 continue;
             }
             let role = if line.is_delivery_line() {
@@ -313,7 +313,7 @@ pub fn operation_facts(
                 Role::Retry
             };
             let mut backoff_ms: Millis = 0.0;
-            for pair in line.attempts.windows(2) {
+            for pair in members.windows(2) {
                 let (prev, this) = (&attempts[pair[0] as usize], &attempts[pair[1] as usize]);
                 roles[pair[1] as usize] = role;
                 // An untimed attempt's times are its request's: no backoff, burst start
@@ -334,8 +334,8 @@ pub fn operation_facts(
                 h.retry_after_not_clamped |= hygiene.hint_not_clamped;
             }
             if let Some(deadline_ms) = rules.deadlines[line.hop as usize] {
-                let first_start = attempts[line.attempts[0] as usize].start_ms;
-                h.attempt_after_deadline |= line.attempts[1..].iter().any(|&i| {
+                let first_start = attempts[members[0] as usize].start_ms;
+                h.attempt_after_deadline |= members[1..].iter().any(|&i| {
                     let a = &attempts[i as usize];
                     !a.untimed && a.start_ms - first_start >= deadline_ms
                 });

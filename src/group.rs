@@ -2,6 +2,7 @@
 //! attempt that caused it and splits the attempts under each parent into lines (docs/rules.md).
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use crate::model::{Attempt, Millis, Sym};
 use crate::rules::Rules;
@@ -26,20 +27,26 @@ pub enum LineKey {
     Target(Option<Sym>),
 }
 
-/// Attempts at one hop, under one parent, addressing one thing, in start order.
+/// Attempts at one hop, under one parent, addressing one thing, in start order. Its
+/// attempt indexes are its tree's ([`Tree::attempts`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Line {
     pub hop: u16,
     pub parent: Parent,
     pub key: LineKey,
-    /// Attempt indexes; the first is the original, the rest are retries or redeliveries.
-    pub attempts: Vec<u32>,
+    /// Where its attempt indexes are in [`Tree::order`].
+    members: Range<u32>,
 }
 
 impl Line {
     /// Repeats keyed by message ID on a queue hop are redeliveries, not retries.
     pub fn is_delivery_line(&self) -> bool {
         matches!(self.key, LineKey::Message(_))
+    }
+
+    /// How many attempts it has: the original and its retries or redeliveries.
+    pub fn len(&self) -> usize {
+        self.members.len()
     }
 }
 
@@ -51,6 +58,18 @@ pub struct Tree {
     pub lines: Vec<Line>,
     /// The line of each attempt.
     pub line_of: Vec<u32>,
+    /// Attempt indexes line by line, each line's a run of them: one vector for the tree,
+    /// not one per line (a few lines for each of millions of operations, each allocated,
+    /// grown and freed, were a quarter of the per-operation pass's allocations).
+    order: Vec<u32>,
+}
+
+impl Tree {
+    /// The attempt indexes of `line`, one of this tree's lines: the first is the original,
+    /// the rest are retries or redeliveries.
+    pub fn attempts(&self, line: &Line) -> &[u32] {
+        &self.order[line.members.start as usize..line.members.end as usize]
+    }
 }
 
 /// Builds the tree of one operation. `attempts` is in canonical order (hop, then start).
@@ -66,16 +85,19 @@ pub fn build_tree(attempts: &[Attempt], rules: &Rules, trace_end_ms: Millis) -> 
     keyed.sort_unstable();
     let mut lines: Vec<Line> = Vec::new();
     let mut line_of = vec![0u32; attempts.len()];
+    let mut order = Vec::with_capacity(attempts.len());
     for (hop, parent, key, index) in keyed {
+        let at = order.len() as u32;
+        order.push(index);
         match lines.last_mut() {
             Some(line) if line.hop == hop && line.parent == parent && line.key == key => {
-                line.attempts.push(index)
+                line.members.end = at + 1
             }
             _ => lines.push(Line {
                 hop,
                 parent,
                 key,
-                attempts: vec![index],
+                members: at..at + 1,
             }),
         }
         line_of[index as usize] = (lines.len() - 1) as u32;
@@ -84,6 +106,7 @@ pub fn build_tree(attempts: &[Attempt], rules: &Rules, trace_end_ms: Millis) -> 
         parent,
         lines,
         line_of,
+        order,
     }
 }
 
@@ -121,12 +144,15 @@ fn link_parents(attempts: &[Attempt], trace_end_ms: Millis) -> Vec<Parent> {
         }
     }
     let mut parents = Vec::with_capacity(attempts.len());
+    // One stack of open upstream attempts for all hops, emptied for each (see `Upstream`).
+    let mut open = Vec::new();
     for (h, (hop, range)) in hop_ranges.iter().enumerate() {
         if *hop == first_hop {
             parents.extend(range.clone().map(|_| Parent::Request));
             continue;
         }
-        let mut upstream = Upstream::new(attempts, hop_ranges[h - 1].1.clone(), trace_end_ms);
+        let above = hop_ranges[h - 1].1.clone();
+        let mut upstream = Upstream::new(attempts, above, trace_end_ms, std::mem::take(&mut open));
         for i in range.clone() {
             let a = &attempts[i];
             let by_span = a
@@ -140,6 +166,7 @@ fn link_parents(attempts: &[Attempt], trace_end_ms: Millis) -> Vec<Parent> {
                 None => Parent::Orphan(i as u32),
             });
         }
+        open = upstream.open;
     }
     parents
 }
@@ -159,13 +186,20 @@ struct Upstream<'a> {
 }
 
 impl<'a> Upstream<'a> {
-    fn new(attempts: &'a [Attempt], range: std::ops::Range<usize>, trace_end_ms: Millis) -> Self {
+    /// `open`: an empty vector to keep the open attempts in (its memory reused).
+    fn new(
+        attempts: &'a [Attempt],
+        range: std::ops::Range<usize>,
+        trace_end_ms: Millis,
+        mut open: Vec<(usize, Millis)>,
+    ) -> Self {
+        open.clear();
         Upstream {
             attempts,
             range,
             trace_end_ms,
             started: 0,
-            open: Vec::new(),
+            open,
         }
     }
 
@@ -278,7 +312,7 @@ mod tests {
         let consumer: Vec<_> = tree.lines.iter().filter(|l| l.hop == 2).collect();
         assert_eq!(consumer.len(), 1);
         assert!(consumer[0].is_delivery_line());
-        assert_eq!(consumer[0].attempts, vec![1, 2]);
+        assert_eq!(tree.attempts(consumer[0]), [1, 2]);
         assert_eq!(tree.lines.iter().filter(|l| l.hop == 3).count(), 2);
     }
 

@@ -341,7 +341,7 @@ pub fn operation_timeline(
     // Each attempt's position in its line, found once for all (not by a scan per attempt).
     let mut position_in_line = vec![0usize; attempts.len()];
     for line in &tree.lines {
-        for (p, &x) in line.attempts.iter().enumerate() {
+        for (p, &x) in tree.attempts(line).iter().enumerate() {
             position_in_line[x as usize] = p;
         }
     }
@@ -353,7 +353,7 @@ pub fn operation_timeline(
             let position = position_in_line[i];
             let previous = position
                 .checked_sub(1)
-                .map(|p| &attempts[line.attempts[p] as usize]);
+                .map(|p| &attempts[tree.attempts(line)[p] as usize]);
             let (parent, orphan) = match tree.parent[i] {
                 Parent::Request => (None, false),
                 Parent::Attempt(u) => (new_index[u as usize], false),

@@ -332,9 +332,9 @@ impl Simulation<'_> {
     ) {
         let observed = self.observed;
         let o = &observed[op as usize];
-        let l = &o.tree.lines[line as usize];
-        let n = l.attempts.len() as u32;
-        let repeats = &o.attempts[l.attempts[(k.min(n) - 1) as usize] as usize];
+        let members = o.tree.attempts(&o.tree.lines[line as usize]);
+        let n = members.len() as u32;
+        let repeats = &o.attempts[members[(k.min(n) - 1) as usize] as usize];
         self.seq += 1;
         self.queue.push(Item {
             time: repeats.start_ms + shift_ms,
@@ -356,9 +356,9 @@ impl Simulation<'_> {
         // Copied out of `self`: the observed trees outlive the simulation's mutable state.
         let observed = self.observed;
         let o = &observed[op as usize];
-        let line = &o.tree.lines[d.line as usize];
-        let n = line.attempts.len() as u32;
-        let obs_index = line.attempts[(d.k.min(n) - 1) as usize];
+        let members = o.tree.attempts(&o.tree.lines[d.line as usize]);
+        let n = members.len() as u32;
+        let obs_index = members[(d.k.min(n) - 1) as usize];
         let obs = &o.attempts[obs_index as usize];
         let hop = obs.hop;
         if d.k > 1 && !self.budgets[hop as usize].has_room(time) {
@@ -445,7 +445,7 @@ impl Simulation<'_> {
                 .lines_under(obs_index)
                 .iter()
                 .filter_map(|&l| {
-                    let observed_last = o.tree.lines[l as usize].attempts.last()?;
+                    let observed_last = o.tree.attempts(&o.tree.lines[l as usize]).last()?;
                     let succeeded = o.attempts[*observed_last as usize]
                         .outcome
                         .is_some_and(|x| x.is_success());
@@ -475,8 +475,8 @@ impl Simulation<'_> {
         let d = self.lines[op as usize].decided[index as usize];
         let a = &self.out[op as usize].attempts[index as usize];
         let (start, finish, outcome, hop) = (a.start_ms, a.finish_ms, a.outcome, a.hop);
-        let line = &o.tree.lines[d.line as usize];
-        let n = line.attempts.len() as u32;
+        let members = o.tree.attempts(&o.tree.lines[d.line as usize]);
+        let n = members.len() as u32;
         let policy: &HopPolicy = &candidate.hops[hop as usize];
         let next = d.k + 1;
         if next > policy.max_attempts.unwrap_or(n) {
@@ -492,10 +492,9 @@ impl Simulation<'_> {
         if !retried {
             return;
         }
-        let observed_next =
-            (next <= n).then(|| &o.attempts[line.attempts[next as usize - 1] as usize]);
+        let observed_next = (next <= n).then(|| &o.attempts[members[next as usize - 1] as usize]);
         let last_two = (n >= 2).then(|| {
-            let at = |k: u32| o.attempts[line.attempts[k as usize - 1] as usize].start_ms;
+            let at = |k: u32| o.attempts[members[k as usize - 1] as usize].start_ms;
             at(n) - at(n - 1)
         });
         let (next_start, delay) = match (policy.backoff, finish) {
@@ -524,7 +523,7 @@ impl Simulation<'_> {
                 return;
             }
         }
-        let repeats = observed_next.unwrap_or(&o.attempts[line.attempts[n as usize - 1] as usize]);
+        let repeats = observed_next.unwrap_or(&o.attempts[members[n as usize - 1] as usize]);
         self.push_decide(
             op,
             d.line,
