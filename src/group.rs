@@ -60,7 +60,7 @@ pub struct Tree {
     pub line_of: Vec<u32>,
     /// Attempt indexes line by line, each line's a run of them: one vector for the tree,
     /// not one per line (a few lines for each of millions of operations, each allocated,
-    /// grown and freed, were a quarter of the per-operation pass's allocations).
+    /// grown and freed, were about a fifth of the per-operation pass's allocations).
     order: Vec<u32>,
 }
 
