@@ -317,6 +317,13 @@ impl Outcome {
             ("rejected", Outcome::Rejected),
             ("throttled", Outcome::Rejected),
         ];
+        // The names as most logs spell them, each taken by one comparison.
+        match text {
+            "ok" => return Some(Outcome::Ok),
+            "error" => return Some(Outcome::Error),
+            "timeout" => return Some(Outcome::Timeout),
+            _ => {}
+        }
         let t = text.trim();
         if let Ok(code) = t.parse::<u16>() {
             return Outcome::from_status(i64::from(code));

@@ -249,6 +249,34 @@ const NAMES: [&str; FIELDS.len()] = {
     names
 };
 
+/// The index in [`FIELDS`] of the field whose snake_case name is `name`, at compile time
+/// (a name that is no field's fails the build): for code that takes a field by its place,
+/// as the typed fast path does ([`super::jsonl`]).
+pub const fn field(name: &str) -> usize {
+    let mut i = 0;
+    while i < FIELDS.len() {
+        if const_eq(FIELDS[i].spellings[0].as_bytes(), name.as_bytes()) {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("no such field")
+}
+
+const fn const_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
 /// The longest spelling in [`FIELDS`]; a longer key is none of ours.
 const LONGEST_KEY: usize = 14;
 
@@ -366,17 +394,7 @@ impl<'a> RawFields<'a> {
             Some(v) => text("operation_id", v)?,
             None => return Err("missing operation_id: every event needs the logical operation it belongs to (add \"operation_id\")".into()),
         };
-        // An ID that starts with a visible ASCII character is not blank: no trimming (a
-        // pass over its characters) for the usual one.
-        let starts_visible = operation_id
-            .as_bytes()
-            .first()
-            .is_some_and(u8::is_ascii_graphic);
-        if !starts_visible && operation_id.trim().is_empty() {
-            return Err(
-                "empty operation_id: every event needs the logical operation it belongs to".into(),
-            );
-        }
+        not_blank(&operation_id)?;
         let test_run_id = self
             .test_run_id
             .map(|v| text("test_run_id", v))
@@ -433,31 +451,17 @@ impl<'a> RawFields<'a> {
                 };
                 // An explicit hop wins; otherwise the client-/server- prefix; otherwise the
                 // caller, as docs/input.md says for a bare point event.
-                let hop = explicit_hop.or(prefix_hop).unwrap_or(hops.caller_index());
+                let hop = explicit_hop
+                    .or(prefix_hop)
+                    .unwrap_or_else(|| hops.caller_index());
                 (hop, Timing::Point { kind, at_ms })
             }
             None => {
                 let start_ms = either_time(("start_ms", self.start_ms), ("start", self.start))?;
                 let finish_ms =
                     either_time(("finish_ms", self.finish_ms), ("finish", self.finish))?;
-                if start_ms.is_none() && finish_ms.is_none() {
-                    return Err("no time: an attempt record needs start_ms/finish_ms (or start/finish as RFC 3339), and a point event needs \"event\" with t_ms, ts or time".into());
-                }
-                if let (Some(s), Some(f)) = (start_ms, finish_ms) {
-                    if f < s {
-                        return Err(format!(
-                            "finish ({f} ms) is earlier than start ({s} ms): swap them or fix the clock"
-                        ));
-                    }
-                }
-                let hop = explicit_hop.unwrap_or(hops.caller_index());
-                (
-                    hop,
-                    Timing::Record {
-                        start_ms,
-                        finish_ms,
-                    },
-                )
+                let hop = explicit_hop.unwrap_or_else(|| hops.caller_index());
+                (hop, record_timing(start_ms, finish_ms)?)
             }
         };
 
@@ -480,6 +484,42 @@ impl<'a> RawFields<'a> {
             untimed,
         })
     }
+}
+
+/// An operation ID must not be blank. One that starts with a visible ASCII character is
+/// not: no trimming (a pass over its characters) for the usual one.
+pub(super) fn not_blank(operation_id: &str) -> Result<(), String> {
+    let starts_visible = operation_id
+        .as_bytes()
+        .first()
+        .is_some_and(u8::is_ascii_graphic);
+    if !starts_visible && operation_id.trim().is_empty() {
+        return Err(
+            "empty operation_id: every event needs the logical operation it belongs to".into(),
+        );
+    }
+    Ok(())
+}
+
+/// An attempt record's times: at least one, and the finish not before the start.
+pub(super) fn record_timing(
+    start_ms: Option<Millis>,
+    finish_ms: Option<Millis>,
+) -> Result<Timing, String> {
+    if start_ms.is_none() && finish_ms.is_none() {
+        return Err("no time: an attempt record needs start_ms/finish_ms (or start/finish as RFC 3339), and a point event needs \"event\" with t_ms, ts or time".into());
+    }
+    if let (Some(s), Some(f)) = (start_ms, finish_ms) {
+        if f < s {
+            return Err(format!(
+                "finish ({f} ms) is earlier than start ({s} ms): swap them or fix the clock"
+            ));
+        }
+    }
+    Ok(Timing::Record {
+        start_ms,
+        finish_ms,
+    })
 }
 
 /// IDs may be written as numbers; they are compared as text.
@@ -509,7 +549,11 @@ fn number(key: &str, v: &Scalar) -> Result<f64, String> {
     Ok(n + 0.0)
 }
 
-fn positive_int(key: &str, v: Scalar) -> Result<u32, String> {
+pub(super) fn positive_int(key: &str, v: Scalar) -> Result<u32, String> {
+    // The usual case, as the general one below decides it, without going through f64.
+    if let Scalar::Int(i @ 1..=0xFFFF_FFFF) = v {
+        return Ok(i as u32);
+    }
     let n = number(key, &v)?;
     if n.fract() != 0.0 || n < 1.0 || n > u32::MAX as f64 {
         return Err(format!(
@@ -526,7 +570,7 @@ fn positive_int(key: &str, v: Scalar) -> Result<u32, String> {
 /// whether a value is kept. No real duration comes near it.
 pub const MAX_DURATION_MS: Millis = 1e38;
 
-fn duration(key: &str, v: Scalar) -> Result<Millis, String> {
+pub(super) fn duration(key: &str, v: Scalar) -> Result<Millis, String> {
     let n = number(key, &v)?;
     if n < 0.0 {
         return Err(format!("{key} must not be negative, got {n}"));
@@ -539,7 +583,7 @@ fn duration(key: &str, v: Scalar) -> Result<Millis, String> {
     Ok(n)
 }
 
-fn boolean(key: &str, v: Scalar) -> Result<bool, String> {
+pub(super) fn boolean(key: &str, v: Scalar) -> Result<bool, String> {
     match v {
         Scalar::Bool(b) => Ok(b),
         Scalar::Str(s) if s == "true" => Ok(true),
@@ -551,7 +595,7 @@ fn boolean(key: &str, v: Scalar) -> Result<bool, String> {
     }
 }
 
-fn outcome(v: Scalar) -> Result<Outcome, String> {
+pub(super) fn outcome(v: Scalar) -> Result<Outcome, String> {
     let parsed = match &v {
         Scalar::Int(i) => Outcome::from_status(*i),
         Scalar::Str(s) => Outcome::parse(s),
@@ -568,6 +612,10 @@ fn outcome(v: Scalar) -> Result<Outcome, String> {
 
 /// A time: milliseconds as a number, or an RFC 3339 timestamp.
 pub(super) fn time(key: &str, v: Scalar) -> Result<Millis, String> {
+    // The usual case, as the general one below decides it.
+    if let Scalar::Int(i @ 0..) = v {
+        return Ok(i as Millis);
+    }
     let ms = match &v {
         Scalar::Str(s) if s.trim().parse::<f64>().is_err() => rfc3339_ms(s).ok_or_else(|| {
             format!("{key} \"{s}\" is neither milliseconds nor an RFC 3339 timestamp such as 2026-11-30T10:00:00.250Z")
@@ -597,7 +645,7 @@ pub fn rfc3339_ms(s: &str) -> Option<Millis> {
     Some(t.timestamp() as f64 * 1000.0 + f64::from(t.timestamp_subsec_nanos()) / 1e6)
 }
 
-fn hop_index(hops: &HopOrder, name: &str) -> Result<u16, String> {
+pub(super) fn hop_index(hops: &HopOrder, name: &str) -> Result<u16, String> {
     hops.index_of(name).ok_or_else(|| {
         format!(
             "unknown hop \"{name}\": known hops are {} (set another order with --hops)",

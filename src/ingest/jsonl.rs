@@ -6,7 +6,11 @@
 
 use std::borrow::Cow;
 
-use super::fields::{field_index, CheckedLine, RawFields, Scalar, FIELDS};
+use super::fields::{
+    duration, field, field_index, not_blank, outcome, positive_int, record_timing, time,
+    CheckedLine, RawFields, Scalar, FIELDS,
+};
+use crate::model::{Millis, Outcome};
 use crate::rules::HopOrder;
 
 pub fn parse(text: &str, unterminated_last: bool) -> Result<RawFields<'_>, String> {
@@ -19,7 +23,23 @@ pub fn parse(text: &str, unterminated_last: bool) -> Result<RawFields<'_>, Strin
 /// A line parsed and checked ([`RawFields::check`]) in one step: the fast path fills the
 /// fields in place. 23 optional values are 736 bytes, and passing them back through an
 /// `Option` and a `Result` before checking copied them twice a line.
+///
+/// The usual line first takes the typed fast path ([`flat::parse_typed`]), which converts
+/// each value as it is found; a line it steps aside from is read again into
+/// [`RawFields`] and checked, the path that says what is wrong with a bad line.
 pub fn parse_checked<'a>(
+    text: &'a str,
+    unterminated_last: bool,
+    hops: &HopOrder,
+) -> Result<CheckedLine<'a>, String> {
+    if let Some(line) = flat::typed_first(text, hops) {
+        return Ok(line);
+    }
+    parse_checked_untyped(text, unterminated_last, hops)
+}
+
+/// [`parse_checked`] without the typed fast path: what that path must agree with.
+fn parse_checked_untyped<'a>(
     text: &'a str,
     unterminated_last: bool,
     hops: &HopOrder,
@@ -287,8 +307,31 @@ mod flat {
         Some(fields)
     }
 
+    /// Where the fast path puts the value of each key it knows: the sink reads the value
+    /// at the cursor itself, so that a typed sink converts it as it is found.
+    trait Sink<'a> {
+        /// Reads the value at the cursor as field `index` of [`FIELDS`]; `None` hands the
+        /// line on.
+        fn value(&mut self, index: usize, c: &mut Cursor<'a>) -> Option<()>;
+    }
+
+    impl<'a> Sink<'a> for RawFields<'a> {
+        #[inline]
+        fn value(&mut self, index: usize, c: &mut Cursor<'a>) -> Option<()> {
+            let value = c.value()?;
+            self.set(index, value);
+            Some(())
+        }
+    }
+
     /// [`parse`] into `fields`, which must be empty (`RawFields::default`).
     pub fn parse_into<'a>(text: &'a str, fields: &mut RawFields<'a>) -> Option<()> {
+        parse_with(text, fields)
+    }
+
+    /// The object's keys, each known one's value read by `sink`.
+    #[inline]
+    fn parse_with<'a>(text: &'a str, sink: &mut impl Sink<'a>) -> Option<()> {
         let mut c = Cursor { text, at: 0 };
         // serde rejects a key given twice (e.g. operation_id and operationId); let it.
         let mut seen: u32 = 0;
@@ -319,13 +362,18 @@ mod flat {
                             index
                         }
                     };
-                    let value = c.value()?;
-                    if let Some(index) = index {
-                        if seen & (1 << index) != 0 {
-                            return None;
+                    match index {
+                        Some(index) => {
+                            if seen & (1 << index) != 0 {
+                                return None;
+                            }
+                            seen |= 1 << index;
+                            sink.value(index, &mut c)?;
                         }
-                        seen |= 1 << index;
-                        fields.set(index, value);
+                        // A key not read: its value must still be valid JSON.
+                        None => {
+                            c.value()?;
+                        }
                     }
                     c.skip_ws();
                     match c.peek()? {
@@ -342,6 +390,194 @@ mod flat {
         }
         c.skip_ws();
         (c.at == text.len()).then_some(())
+    }
+
+    /// The fields of a line as [`RawFields::check`] turns them out, converted as they are
+    /// read: no [`Scalar`] is stored and checked afterwards, the 23 optional slots of
+    /// [`RawFields`] (736 bytes) are neither cleared nor moved, and a line is not taken
+    /// apart twice. Each value goes through the same conversion the checked path uses
+    /// (`fields::time`, `positive_int`, …), so that the two cannot mean different things;
+    /// any value those refuse, and the keys of point events and RFC 3339 times, hand the
+    /// line to the checked path, whose error names the problem.
+    struct Typed<'a, 'h> {
+        hops: &'h HopOrder,
+        operation_id: Option<&'a str>,
+        test_run_id: Option<&'a str>,
+        hop: Option<u16>,
+        attempt: Option<u32>,
+        delivery: Option<u32>,
+        start_ms: Option<Millis>,
+        finish_ms: Option<Millis>,
+        outcome: Option<Outcome>,
+        target: Option<&'a str>,
+        message_id: Option<&'a str>,
+        span_id: Option<&'a str>,
+        parent_id: Option<&'a str>,
+        delay_ms: Option<Millis>,
+        retry_after_ms: Option<Millis>,
+        effect: bool,
+        hidden: bool,
+        untimed: bool,
+    }
+
+    const OPERATION_ID: usize = field("operation_id");
+    const TEST_RUN_ID: usize = field("test_run_id");
+    const HOP: usize = field("hop");
+    const ATTEMPT: usize = field("attempt");
+    const DELIVERY: usize = field("delivery");
+    const START_MS: usize = field("start_ms");
+    const FINISH_MS: usize = field("finish_ms");
+    const OUTCOME: usize = field("outcome");
+    const TARGET: usize = field("target");
+    const MESSAGE_ID: usize = field("message_id");
+    const SPAN_ID: usize = field("span_id");
+    const PARENT_ID: usize = field("parent_id");
+    const DELAY_MS: usize = field("delay_ms");
+    const RETRY_AFTER_MS: usize = field("retry_after_ms");
+    const EFFECT: usize = field("effect");
+    const HIDDEN: usize = field("hidden");
+    const UNTIMED: usize = field("untimed");
+
+    impl<'a> Sink<'a> for Typed<'a, '_> {
+        #[inline]
+        fn value(&mut self, index: usize, c: &mut Cursor<'a>) -> Option<()> {
+            c.skip_ws();
+            // null leaves a field unset, as on the checked path.
+            if c.peek()? == b'n' {
+                return c.literal("null");
+            }
+            // IDs must be strings here: a number as an ID is text the checked path makes.
+            let number = |c: &mut Cursor<'a>| match c.peek()? {
+                b'-' | b'0'..=b'9' => c.number(),
+                _ => None,
+            };
+            let flag = |c: &mut Cursor<'a>| match c.peek()? {
+                b't' => c.literal("true").map(|()| true),
+                b'f' => c.literal("false").map(|()| false),
+                _ => None,
+            };
+            match index {
+                OPERATION_ID => self.operation_id = Some(c.string()?),
+                TEST_RUN_ID => self.test_run_id = Some(c.string()?),
+                HOP => self.hop = Some(self.hops.index_of(c.string()?)?),
+                ATTEMPT => self.attempt = positive_int("attempt", number(c)?).ok(),
+                DELIVERY => self.delivery = positive_int("delivery", number(c)?).ok(),
+                START_MS => self.start_ms = time("start_ms", number(c)?).ok(),
+                FINISH_MS => self.finish_ms = time("finish_ms", number(c)?).ok(),
+                OUTCOME => {
+                    let value = match c.peek()? {
+                        b'"' => Scalar::Str(Cow::Borrowed(c.string()?)),
+                        _ => number(c)?,
+                    };
+                    self.outcome = outcome(value).ok();
+                }
+                TARGET => self.target = Some(c.string()?),
+                MESSAGE_ID => self.message_id = Some(c.string()?),
+                SPAN_ID => self.span_id = Some(c.string()?),
+                PARENT_ID => self.parent_id = Some(c.string()?),
+                DELAY_MS => self.delay_ms = duration("delay_ms", number(c)?).ok(),
+                RETRY_AFTER_MS => {
+                    self.retry_after_ms = duration("retry_after_ms", number(c)?).ok();
+                }
+                EFFECT => self.effect = flag(c)?,
+                HIDDEN => self.hidden = flag(c)?,
+                UNTIMED => self.untimed = flag(c)?,
+                // start, finish, event, ts, t_ms, time: the checked path.
+                _ => return None,
+            }
+            // A value the conversion refused left its field unset: step aside for the
+            // checked path's message.
+            let refused = match index {
+                ATTEMPT => self.attempt.is_none(),
+                DELIVERY => self.delivery.is_none(),
+                START_MS => self.start_ms.is_none(),
+                FINISH_MS => self.finish_ms.is_none(),
+                OUTCOME => self.outcome.is_none(),
+                DELAY_MS => self.delay_ms.is_none(),
+                RETRY_AFTER_MS => self.retry_after_ms.is_none(),
+                _ => false,
+            };
+            (!refused).then_some(())
+        }
+    }
+
+    impl<'a> Typed<'a, '_> {
+        /// The checks across fields, as [`RawFields::check`] makes them.
+        fn finish(self) -> Option<CheckedLine<'a>> {
+            let operation_id = self.operation_id?;
+            not_blank(operation_id).ok()?;
+            Some(CheckedLine {
+                operation_id: Cow::Borrowed(operation_id),
+                test_run_id: self.test_run_id.map(Cow::Borrowed),
+                hop: self.hop.unwrap_or_else(|| self.hops.caller_index()),
+                attempt: self.attempt,
+                timing: record_timing(self.start_ms, self.finish_ms).ok()?,
+                outcome: self.outcome,
+                target: self.target.map(Cow::Borrowed),
+                message_id: self.message_id.map(Cow::Borrowed),
+                delivery: self.delivery,
+                span_id: self.span_id.map(Cow::Borrowed),
+                parent_id: self.parent_id.map(Cow::Borrowed),
+                delay_ms: self.delay_ms,
+                retry_after_ms: self.retry_after_ms,
+                effect: self.effect,
+                hidden: self.hidden,
+                untimed: self.untimed,
+            })
+        }
+    }
+
+    /// The typed fast path: a valid line of plain keys and values, converted as it is
+    /// read. `None` for anything else (a bad line among them): the checked path decides.
+    pub fn parse_typed<'a>(text: &'a str, hops: &HopOrder) -> Option<CheckedLine<'a>> {
+        let mut typed = Typed {
+            hops,
+            operation_id: None,
+            test_run_id: None,
+            hop: None,
+            attempt: None,
+            delivery: None,
+            start_ms: None,
+            finish_ms: None,
+            outcome: None,
+            target: None,
+            message_id: None,
+            span_id: None,
+            parent_id: None,
+            delay_ms: None,
+            retry_after_ms: None,
+            effect: false,
+            hidden: false,
+            untimed: false,
+        };
+        parse_with(text, &mut typed)?;
+        typed.finish()
+    }
+
+    /// Lines read the checked way after the typed path stepped aside from one: a log of
+    /// point events or RFC 3339 times has every line step aside, and is then read twice
+    /// only once in this many lines.
+    const UNTYPED_AFTER_MISS: u32 = 64;
+
+    /// [`parse_typed`], unless it stepped aside from a line of this thread's in the last
+    /// [`UNTYPED_AFTER_MISS`].
+    pub fn typed_first<'a>(text: &'a str, hops: &HopOrder) -> Option<CheckedLine<'a>> {
+        UNTYPED_LEFT.with(|left| {
+            if left.get() > 0 {
+                left.set(left.get() - 1);
+                return None;
+            }
+            let line = parse_typed(text, hops);
+            if line.is_none() {
+                left.set(UNTYPED_AFTER_MISS);
+            }
+            line
+        })
+    }
+
+    thread_local! {
+        /// Lines still to read the checked way ([`typed_first`]).
+        static UNTYPED_LEFT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     }
 
     thread_local! {
@@ -656,14 +892,138 @@ mod tests {
         }
     }
 
+    /// The typed fast path gives the checked path's line exactly, or steps aside.
+    fn assert_typed_agrees(line: &str, hops: &crate::rules::HopOrder) -> bool {
+        let Some(typed) = flat::parse_typed(line, hops) else {
+            return false;
+        };
+        assert_eq!(
+            Ok(&typed),
+            parse_checked_untyped(line, false, hops).as_ref(),
+            "{line}"
+        );
+        true
+    }
+
+    #[test]
+    fn the_typed_path_gives_the_checked_line_or_steps_aside() {
+        let hops = crate::rules::HopOrder::default();
+        let base = r#""operation_id":"op-7","test_run_id":"run-1","start_ms":10,"finish_ms":20"#;
+        // Every field the typed path reads, with values each conversion takes or refuses,
+        // and the keys it leaves to the checked path.
+        let values: &[(&str, &[&str])] = &[
+            (
+                "hop",
+                &[r#""caller""#, r#""gateway""#, r#""nowhere""#, "1", "null"],
+            ),
+            (
+                "attempt",
+                &[
+                    "1",
+                    "2.0",
+                    "1.5",
+                    "0",
+                    "-1",
+                    "4294967296",
+                    r#""3""#,
+                    "true",
+                    "null",
+                ],
+            ),
+            ("delivery", &["2", "0", r#""2""#, "null"]),
+            (
+                "outcome",
+                &[
+                    r#""ok""#,
+                    r#""ERROR""#,
+                    r#""503""#,
+                    "503",
+                    "42",
+                    r#""meh""#,
+                    "1.5",
+                    "null",
+                ],
+            ),
+            ("target", &[r#""sku-1""#, "12", r#""""#, "null"]),
+            ("message_id", &[r#""m""#, "7"]),
+            ("span_id", &[r#""s""#, "7"]),
+            ("parent_id", &[r#""p""#, "false"]),
+            ("delay_ms", &["0", "2.5", "-1", "1e39", r#""5""#, "null"]),
+            ("retry_after_ms", &["100", "-0", "null"]),
+            ("effect", &["true", "false", r#""true""#, "1", "null"]),
+            ("hidden", &["true", "false", "null"]),
+            ("untimed", &["true", "false", "0"]),
+            (
+                "start_ms",
+                &[
+                    "5",
+                    "15",
+                    "-0",
+                    "-0.0",
+                    "1.5e3",
+                    "-1",
+                    r#""2026-11-30T00:00:00Z""#,
+                    r#""x""#,
+                    "null",
+                ],
+            ),
+            ("finish_ms", &["5", "25", "1e3", r#""25""#, "null"]),
+            ("start", &[r#""2026-11-30T00:00:00Z""#]),
+            ("event", &[r#""start""#]),
+            ("t_ms", &["5"]),
+            ("unknown", &["{}", "[1]", "1", r#""x""#]),
+        ];
+        let mut taken = 0;
+        for (key, values) in values {
+            for value in *values {
+                for line in [
+                    format!("{{{base},\"{key}\":{value}}}"),
+                    format!("{{\"{key}\":{value},{base}}}"),
+                    format!("{{ \"{key}\" : {value} , {base} }}"),
+                ] {
+                    taken += usize::from(assert_typed_agrees(&line, &hops));
+                }
+            }
+        }
+        for line in [
+            r#"{"operation_id":" ","start_ms":1}"#,
+            r#"{"operation_id":"","start_ms":1}"#,
+            r#"{"operation_id":" o","start_ms":1}"#,
+            r#"{"operation_id":"o"}"#,
+            r#"{"start_ms":1}"#,
+            r#"{"operation_id":"o","start_ms":2,"finish_ms":1}"#,
+            r#"{"operation_id":"o","finish_ms":1}"#,
+            r#"{"operation_id":"o","start_ms":1,"start_ms":2}"#,
+            r#"{"operation_id":"o","start_ms":1,"startMs":2}"#,
+        ] {
+            assert_typed_agrees(line, &hops);
+        }
+        assert!(taken > 0);
+        // Not a vacuous agreement: lines of every kind the typed path is for take it.
+        for line in [
+            r#"{"operation_id":"op-000004","test_run_id":"run-1","hop":"caller","attempt":1,"start_ms":1700000000006,"finish_ms":1700000000099,"outcome":"ok","target":"sku-13","message_id":"msg-000004"}"#,
+            r#"{ "operation_id" : "o" , "hop" : "gateway", "attempt": 2.0, "start_ms": 1.5e3 }"#,
+            r#"{"operation_id":"o","outcome":503,"delivery":3,"finish_ms":-0,"other":"x","n":1.5,"b":false}"#,
+            r#"{"operation_id":"o","outcome":"ERROR","span_id":"s","parent_id":"p","start_ms":1,"finish_ms":1}"#,
+            r#"{"operation_id":"o","delay_ms":2.5,"retry_after_ms":0,"effect":true,"hidden":false,"untimed":true,"start_ms":1}"#,
+            r#"{"operation_id":"o","hop":null,"attempt":null,"target":null,"start_ms":1,"finish_ms":null}"#,
+        ] {
+            assert!(
+                assert_typed_agrees(line, &hops),
+                "the typed path left {line}"
+            );
+        }
+    }
+
     /// Fuzz target (see `crate::fuzz`): the fast path gives serde's answer or steps aside,
-    /// and no line makes either panic.
+    /// the typed path the checked path's, and no line makes any of them panic.
     #[test]
     fn fuzz_jsonl() {
         let hops = crate::rules::HopOrder::default();
         crate::fuzz::run("jsonl", |bytes| {
             let text = String::from_utf8_lossy(bytes);
             for line in text.lines() {
+                assert_typed_agrees(line, &hops);
                 if let Some(fast) = flat::parse(line) {
                     let serde = serde_json::from_str::<RawFields>(line).map_err(|e| e.to_string());
                     let (fast, serde) =
