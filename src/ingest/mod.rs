@@ -826,7 +826,12 @@ fn spill_event<'a>(
     spill::LineEvent {
         run: line.test_run_id.as_deref(),
         id: &line.operation_id,
-        event: Event::new(source, 0, line.hop, line.timing, fields_of(line, gateway)),
+        event: spill::EventParts {
+            source,
+            hop: line.hop,
+            timing: line.timing,
+            fields: fields_of(line, gateway),
+        },
         texts: [
             &line.target,
             &line.message_id,

@@ -282,8 +282,9 @@ impl Parts {
                     put_block_header(&mut buf, run, id, events.len() as u64);
                     let mut before = [None; 4];
                     for &i in events {
-                        let e = &from.events[i as usize];
-                        put_event(&mut buf, e, texts_of(e, strings), &mut before);
+                        let e = EventParts::of(&from.events[i as usize]);
+                        let texts = texts_of(&e.fields, strings);
+                        put_event(&mut buf, &e, texts, &mut before);
                     }
                     part.events += events.len() as u64;
                     if buf.len() >= SPILL_WRITE_BYTES {
@@ -299,13 +300,34 @@ impl Parts {
     }
 }
 
-/// An event of a line just parsed, for [`encode_lines`]: its operation's key, the event
-/// (built as reading would keep it, its string fields empty) and its strings as text.
+/// An event of a line just parsed, for [`encode_lines`]: its operation's key, the event's
+/// parts (its string fields empty) and its strings as text.
 pub struct LineEvent<'a> {
     pub run: Option<&'a str>,
     pub id: &'a str,
-    pub event: Event,
+    pub event: EventParts,
     pub texts: [Option<&'a str>; 4],
+}
+
+/// What an event's encoding reads: an [`Event`]'s parts, unpacked. A line spilled as it is
+/// read is encoded from these as the line gave them: packed into an `Event` and unpacked
+/// again, it took more instructions than the encoding itself.
+pub struct EventParts {
+    pub source: SourceRef,
+    pub hop: u16,
+    pub timing: Timing,
+    pub fields: EventFields,
+}
+
+impl EventParts {
+    fn of(e: &Event) -> EventParts {
+        EventParts {
+            source: e.source,
+            hop: e.hop,
+            timing: e.timing(),
+            fields: e.fields(),
+        }
+    }
 }
 
 /// Blocks encoded on a parse thread, ordered by part: for [`Parts::append`].
@@ -734,8 +756,7 @@ fn put_block_header(buf: &mut Vec<u8>, run: Option<&str>, id: &str, events: u64)
 }
 
 /// The strings of an event held in memory, as text: target, message ID, span ID, parent ID.
-fn texts_of<'s>(e: &Event, strings: &'s Interner) -> [Option<&'s str>; 4] {
-    let f = e.fields();
+fn texts_of<'s>(f: &EventFields, strings: &'s Interner) -> [Option<&'s str>; 4] {
     [f.target, f.message_id, f.span_id, f.parent_id].map(|s| s.map(|s| strings.resolve(s)))
 }
 
@@ -744,24 +765,29 @@ fn texts_of<'s>(e: &Event, strings: &'s Interner) -> [Option<&'s str>; 4] {
 /// in its block.
 fn put_event<'t>(
     buf: &mut Vec<u8>,
-    e: &Event,
+    e: &EventParts,
     texts: [Option<&'t str>; 4],
     before: &mut [Option<&'t str>; 4],
 ) {
-    let f = e.fields();
-    let (start, finish) = match e.timing() {
+    let f = &e.fields;
+    let (kind, start, finish) = match e.timing {
         Timing::Record {
             start_ms,
             finish_ms,
-        } => (start_ms, finish_ms),
-        Timing::Point { at_ms, .. } => (Some(at_ms), None),
+        } => (EventKind::Record, start_ms, finish_ms),
+        Timing::Point { kind, at_ms } => (EventKind::Point(kind), Some(at_ms), None),
     };
+    // As an `Event` holds them: attempt and delivery numbers start at 1, 0 is none.
+    let (attempt, delivery) = (
+        f.attempt.filter(|&n| n != 0),
+        f.delivery.filter(|&n| n != 0),
+    );
     let mut flags = 0;
     for (present, bit) in [
         (start.is_some(), HAS_START),
         (finish.is_some(), HAS_FINISH),
-        (f.attempt.is_some(), HAS_ATTEMPT),
-        (f.delivery.is_some(), HAS_DELIVERY),
+        (attempt.is_some(), HAS_ATTEMPT),
+        (delivery.is_some(), HAS_DELIVERY),
         (f.outcome.is_some(), HAS_OUTCOME),
         (texts[0].is_some(), HAS_TARGET),
         (texts[1].is_some(), HAS_MESSAGE),
@@ -789,11 +815,11 @@ fn put_event<'t>(
     put_varint(buf, u64::from(e.source.file));
     put_varint(buf, u64::from(e.source.line));
     put_varint(buf, u64::from(e.hop));
-    buf.push(KINDS.iter().position(|&k| k == e.kind).expect("a kind") as u8);
+    buf.push(KINDS.iter().position(|&k| k == kind).expect("a kind") as u8);
     for t in [start, finish].into_iter().flatten() {
         buf.extend_from_slice(&t.to_le_bytes());
     }
-    for n in [f.attempt, f.delivery].into_iter().flatten() {
+    for n in [attempt, delivery].into_iter().flatten() {
         put_varint(buf, u64::from(n));
     }
     if let Some(o) = f.outcome {
