@@ -401,6 +401,12 @@ mod flat {
     /// line to the checked path, whose error names the problem.
     struct Typed<'a, 'h> {
         hops: &'h HopOrder,
+        line: TypedFields<'a>,
+    }
+
+    /// The fields of [`Typed`]'s line, each set as its key is read.
+    #[derive(Default)]
+    struct TypedFields<'a> {
         operation_id: Option<&'a str>,
         test_run_id: Option<&'a str>,
         hop: Option<u16>,
@@ -457,44 +463,44 @@ mod flat {
                 _ => None,
             };
             match index {
-                OPERATION_ID => self.operation_id = Some(c.string()?),
-                TEST_RUN_ID => self.test_run_id = Some(c.string()?),
-                HOP => self.hop = Some(self.hops.index_of(c.string()?)?),
-                ATTEMPT => self.attempt = positive_int("attempt", number(c)?).ok(),
-                DELIVERY => self.delivery = positive_int("delivery", number(c)?).ok(),
-                START_MS => self.start_ms = time("start_ms", number(c)?).ok(),
-                FINISH_MS => self.finish_ms = time("finish_ms", number(c)?).ok(),
+                OPERATION_ID => self.line.operation_id = Some(c.string()?),
+                TEST_RUN_ID => self.line.test_run_id = Some(c.string()?),
+                HOP => self.line.hop = Some(self.hops.index_of(c.string()?)?),
+                ATTEMPT => self.line.attempt = positive_int("attempt", number(c)?).ok(),
+                DELIVERY => self.line.delivery = positive_int("delivery", number(c)?).ok(),
+                START_MS => self.line.start_ms = time("start_ms", number(c)?).ok(),
+                FINISH_MS => self.line.finish_ms = time("finish_ms", number(c)?).ok(),
                 OUTCOME => {
                     let value = match c.peek()? {
                         b'"' => Scalar::Str(Cow::Borrowed(c.string()?)),
                         _ => number(c)?,
                     };
-                    self.outcome = outcome(value).ok();
+                    self.line.outcome = outcome(value).ok();
                 }
-                TARGET => self.target = Some(c.string()?),
-                MESSAGE_ID => self.message_id = Some(c.string()?),
-                SPAN_ID => self.span_id = Some(c.string()?),
-                PARENT_ID => self.parent_id = Some(c.string()?),
-                DELAY_MS => self.delay_ms = duration("delay_ms", number(c)?).ok(),
+                TARGET => self.line.target = Some(c.string()?),
+                MESSAGE_ID => self.line.message_id = Some(c.string()?),
+                SPAN_ID => self.line.span_id = Some(c.string()?),
+                PARENT_ID => self.line.parent_id = Some(c.string()?),
+                DELAY_MS => self.line.delay_ms = duration("delay_ms", number(c)?).ok(),
                 RETRY_AFTER_MS => {
-                    self.retry_after_ms = duration("retry_after_ms", number(c)?).ok();
+                    self.line.retry_after_ms = duration("retry_after_ms", number(c)?).ok();
                 }
-                EFFECT => self.effect = flag(c)?,
-                HIDDEN => self.hidden = flag(c)?,
-                UNTIMED => self.untimed = flag(c)?,
+                EFFECT => self.line.effect = flag(c)?,
+                HIDDEN => self.line.hidden = flag(c)?,
+                UNTIMED => self.line.untimed = flag(c)?,
                 // start, finish, event, ts, t_ms, time: the checked path.
                 _ => return None,
             }
             // A value the conversion refused left its field unset: step aside for the
             // checked path's message.
             let refused = match index {
-                ATTEMPT => self.attempt.is_none(),
-                DELIVERY => self.delivery.is_none(),
-                START_MS => self.start_ms.is_none(),
-                FINISH_MS => self.finish_ms.is_none(),
-                OUTCOME => self.outcome.is_none(),
-                DELAY_MS => self.delay_ms.is_none(),
-                RETRY_AFTER_MS => self.retry_after_ms.is_none(),
+                ATTEMPT => self.line.attempt.is_none(),
+                DELIVERY => self.line.delivery.is_none(),
+                START_MS => self.line.start_ms.is_none(),
+                FINISH_MS => self.line.finish_ms.is_none(),
+                OUTCOME => self.line.outcome.is_none(),
+                DELAY_MS => self.line.delay_ms.is_none(),
+                RETRY_AFTER_MS => self.line.retry_after_ms.is_none(),
                 _ => false,
             };
             (!refused).then_some(())
@@ -504,25 +510,25 @@ mod flat {
     impl<'a> Typed<'a, '_> {
         /// The checks across fields, as [`RawFields::check`] makes them.
         fn finish(self) -> Option<CheckedLine<'a>> {
-            let operation_id = self.operation_id?;
+            let operation_id = self.line.operation_id?;
             not_blank(operation_id).ok()?;
             Some(CheckedLine {
                 operation_id: Cow::Borrowed(operation_id),
-                test_run_id: self.test_run_id.map(Cow::Borrowed),
-                hop: self.hop.unwrap_or_else(|| self.hops.caller_index()),
-                attempt: self.attempt,
-                timing: record_timing(self.start_ms, self.finish_ms).ok()?,
-                outcome: self.outcome,
-                target: self.target.map(Cow::Borrowed),
-                message_id: self.message_id.map(Cow::Borrowed),
-                delivery: self.delivery,
-                span_id: self.span_id.map(Cow::Borrowed),
-                parent_id: self.parent_id.map(Cow::Borrowed),
-                delay_ms: self.delay_ms,
-                retry_after_ms: self.retry_after_ms,
-                effect: self.effect,
-                hidden: self.hidden,
-                untimed: self.untimed,
+                test_run_id: self.line.test_run_id.map(Cow::Borrowed),
+                hop: self.line.hop.unwrap_or_else(|| self.hops.caller_index()),
+                attempt: self.line.attempt,
+                timing: record_timing(self.line.start_ms, self.line.finish_ms).ok()?,
+                outcome: self.line.outcome,
+                target: self.line.target.map(Cow::Borrowed),
+                message_id: self.line.message_id.map(Cow::Borrowed),
+                delivery: self.line.delivery,
+                span_id: self.line.span_id.map(Cow::Borrowed),
+                parent_id: self.line.parent_id.map(Cow::Borrowed),
+                delay_ms: self.line.delay_ms,
+                retry_after_ms: self.line.retry_after_ms,
+                effect: self.line.effect,
+                hidden: self.line.hidden,
+                untimed: self.line.untimed,
             })
         }
     }
@@ -532,23 +538,7 @@ mod flat {
     pub fn parse_typed<'a>(text: &'a str, hops: &HopOrder) -> Option<CheckedLine<'a>> {
         let mut typed = Typed {
             hops,
-            operation_id: None,
-            test_run_id: None,
-            hop: None,
-            attempt: None,
-            delivery: None,
-            start_ms: None,
-            finish_ms: None,
-            outcome: None,
-            target: None,
-            message_id: None,
-            span_id: None,
-            parent_id: None,
-            delay_ms: None,
-            retry_after_ms: None,
-            effect: false,
-            hidden: false,
-            untimed: false,
+            line: TypedFields::default(),
         };
         parse_with(text, &mut typed)?;
         typed.finish()
