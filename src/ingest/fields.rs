@@ -583,7 +583,7 @@ pub(super) fn duration(key: &str, v: Scalar) -> Result<Millis, String> {
     Ok(n)
 }
 
-pub(super) fn boolean(key: &str, v: Scalar) -> Result<bool, String> {
+fn boolean(key: &str, v: Scalar) -> Result<bool, String> {
     match v {
         Scalar::Bool(b) => Ok(b),
         Scalar::Str(s) if s == "true" => Ok(true),
@@ -645,7 +645,7 @@ pub fn rfc3339_ms(s: &str) -> Option<Millis> {
     Some(t.timestamp() as f64 * 1000.0 + f64::from(t.timestamp_subsec_nanos()) / 1e6)
 }
 
-pub(super) fn hop_index(hops: &HopOrder, name: &str) -> Result<u16, String> {
+fn hop_index(hops: &HopOrder, name: &str) -> Result<u16, String> {
     hops.index_of(name).ok_or_else(|| {
         format!(
             "unknown hop \"{name}\": known hops are {} (set another order with --hops)",

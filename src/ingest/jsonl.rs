@@ -20,13 +20,10 @@ pub fn parse(text: &str, unterminated_last: bool) -> Result<RawFields<'_>, Strin
     slow(text, unterminated_last)
 }
 
-/// A line parsed and checked ([`RawFields::check`]) in one step: the fast path fills the
-/// fields in place. 23 optional values are 736 bytes, and passing them back through an
-/// `Option` and a `Result` before checking copied them twice a line.
-///
-/// The usual line first takes the typed fast path ([`flat::parse_typed`]), which converts
-/// each value as it is found; a line it steps aside from is read again into
-/// [`RawFields`] and checked, the path that says what is wrong with a bad line.
+/// A line parsed and checked ([`RawFields::check`]) in one step. The usual line takes the
+/// typed fast path ([`flat::parse_typed`]), which converts each value as it is found; a
+/// line it steps aside from is read again into [`RawFields`] and checked, the path that
+/// says what is wrong with a bad line.
 pub fn parse_checked<'a>(
     text: &'a str,
     unterminated_last: bool,
@@ -38,7 +35,10 @@ pub fn parse_checked<'a>(
     parse_checked_untyped(text, unterminated_last, hops)
 }
 
-/// [`parse_checked`] without the typed fast path: what that path must agree with.
+/// [`parse_checked`] without the typed fast path, what that path must agree with: the
+/// flat scan fills the fields in place (23 optional values are 736 bytes, and passing them
+/// back through an `Option` and a `Result` before checking copied them twice a line), or
+/// serde_json reads the line.
 fn parse_checked_untyped<'a>(
     text: &'a str,
     unterminated_last: bool,

@@ -559,12 +559,13 @@ const BOM: &[u8] = b"\xef\xbb\xbf";
 /// a chunk has several batches (the last one of a chunk is kept with no parsing beside).
 const LINES_PER_BATCH: usize = 1 << 12;
 
-/// Attempts per batch once lines are spilled as read: four times as many. A spilled batch
-/// holds only its attempts' encoded bytes (about 35 each), and each batch ends in a join
-/// where one core waits for the other's last stretch: at 1 M operations 4 096 took 9 %
-/// more time to read than 16 384 (eight alternating runs, faster in seven). Lines kept in
-/// memory stay at [`LINES_PER_BATCH`]: there the larger batches were slower at 100 k
-/// operations (ten alternating runs, reading 0.24 against 0.28 s) and held 12 MB more.
+/// Attempts per batch once lines are spilled as read: four times as many. A spilled
+/// batch holds only its attempts' encoded bytes (about 35 each), and each batch ends in
+/// a join where one core waits for the other's last stretch: at 1 M operations 4 096
+/// took 10 % more time to read than 16 384 (eight alternating runs, 2.04 against 1.85
+/// s). Lines kept in memory stay at [`LINES_PER_BATCH`]: there the larger batches were
+/// slower at 100 k operations (ten alternating runs, reading 0.24 against 0.28 s) and
+/// held 12 MB more.
 const SPILLED_ATTEMPTS_PER_BATCH: usize = 4 * LINES_PER_BATCH;
 
 /// A line to parse: its number, its bytes without the newline and a final CR, and whether
@@ -1387,8 +1388,8 @@ impl<'c> Reader<'c> {
                 lines,
             },
         };
-        // No batch takes more lines than the chunk could hold (a line is at least 16 bytes
-        // on average in any real log) nor than it asks for.
+        // A batch is reserved for the lines it asks for, but not for more than a small
+        // chunk holds at 16 bytes a line.
         let capacity = bytes.len() / 16 + 1;
         // The next batch of non-blank lines from byte `start`, numbered from `line`, and
         // what parsing each gave. Finding the lines is part of the parallel step: done
