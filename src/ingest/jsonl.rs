@@ -462,28 +462,30 @@ mod flat {
                 b'f' => c.literal("false").map(|()| false),
                 _ => None,
             };
+            // A value a conversion refuses steps aside (`.ok()?`) for the checked path's
+            // message.
             match index {
                 OPERATION_ID => self.line.operation_id = Some(c.string()?),
                 TEST_RUN_ID => self.line.test_run_id = Some(c.string()?),
                 HOP => self.line.hop = Some(self.hops.index_of(c.string()?)?),
-                ATTEMPT => self.line.attempt = positive_int("attempt", number(c)?).ok(),
-                DELIVERY => self.line.delivery = positive_int("delivery", number(c)?).ok(),
-                START_MS => self.line.start_ms = time("start_ms", number(c)?).ok(),
-                FINISH_MS => self.line.finish_ms = time("finish_ms", number(c)?).ok(),
+                ATTEMPT => self.line.attempt = Some(positive_int("attempt", number(c)?).ok()?),
+                DELIVERY => self.line.delivery = Some(positive_int("delivery", number(c)?).ok()?),
+                START_MS => self.line.start_ms = Some(time("start_ms", number(c)?).ok()?),
+                FINISH_MS => self.line.finish_ms = Some(time("finish_ms", number(c)?).ok()?),
                 OUTCOME => {
                     let value = match c.peek()? {
                         b'"' => Scalar::Str(Cow::Borrowed(c.string()?)),
                         _ => number(c)?,
                     };
-                    self.line.outcome = outcome(value).ok();
+                    self.line.outcome = Some(outcome(value).ok()?);
                 }
                 TARGET => self.line.target = Some(c.string()?),
                 MESSAGE_ID => self.line.message_id = Some(c.string()?),
                 SPAN_ID => self.line.span_id = Some(c.string()?),
                 PARENT_ID => self.line.parent_id = Some(c.string()?),
-                DELAY_MS => self.line.delay_ms = duration("delay_ms", number(c)?).ok(),
+                DELAY_MS => self.line.delay_ms = Some(duration("delay_ms", number(c)?).ok()?),
                 RETRY_AFTER_MS => {
-                    self.line.retry_after_ms = duration("retry_after_ms", number(c)?).ok();
+                    self.line.retry_after_ms = Some(duration("retry_after_ms", number(c)?).ok()?);
                 }
                 EFFECT => self.line.effect = flag(c)?,
                 HIDDEN => self.line.hidden = flag(c)?,
@@ -491,19 +493,7 @@ mod flat {
                 // start, finish, event, ts, t_ms, time: the checked path.
                 _ => return None,
             }
-            // A value the conversion refused left its field unset: step aside for the
-            // checked path's message.
-            let refused = match index {
-                ATTEMPT => self.line.attempt.is_none(),
-                DELIVERY => self.line.delivery.is_none(),
-                START_MS => self.line.start_ms.is_none(),
-                FINISH_MS => self.line.finish_ms.is_none(),
-                OUTCOME => self.line.outcome.is_none(),
-                DELAY_MS => self.line.delay_ms.is_none(),
-                RETRY_AFTER_MS => self.line.retry_after_ms.is_none(),
-                _ => false,
-            };
-            (!refused).then_some(())
+            Some(())
         }
     }
 
