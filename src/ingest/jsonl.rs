@@ -558,9 +558,7 @@ mod flat {
     thread_local! {
         /// Lines still to read the checked way ([`typed_first`]).
         static UNTYPED_LEFT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    }
 
-    thread_local! {
         /// The keys of the last line this thread read: the next line mostly has the same
         /// keys in the same order, and each is then taken by one comparison of its bytes,
         /// not found by a scan and looked up in the key table.

@@ -770,13 +770,7 @@ fn put_event<'t>(
     before: &mut [Option<&'t str>; 4],
 ) {
     let f = &e.fields;
-    let (kind, start, finish) = match e.timing {
-        Timing::Record {
-            start_ms,
-            finish_ms,
-        } => (EventKind::Record, start_ms, finish_ms),
-        Timing::Point { kind, at_ms } => (EventKind::Point(kind), Some(at_ms), None),
-    };
+    let (kind, start, finish) = e.timing.parts();
     // As an `Event` holds them: attempt and delivery numbers start at 1, 0 is none.
     let (attempt, delivery) = (
         f.attempt.filter(|&n| n != 0),
