@@ -549,11 +549,16 @@ fn number(key: &str, v: &Scalar) -> Result<f64, String> {
     Ok(n + 0.0)
 }
 
+#[inline]
 pub(super) fn positive_int(key: &str, v: Scalar) -> Result<u32, String> {
     // The usual case, as the general one below decides it, without going through f64.
     if let Scalar::Int(i @ 1..=0xFFFF_FFFF) = v {
         return Ok(i as u32);
     }
+    any_positive_int(key, v)
+}
+
+fn any_positive_int(key: &str, v: Scalar) -> Result<u32, String> {
     let n = number(key, &v)?;
     if n.fract() != 0.0 || n < 1.0 || n > u32::MAX as f64 {
         return Err(format!(
@@ -610,12 +615,20 @@ pub(super) fn outcome(v: Scalar) -> Result<Outcome, String> {
     })
 }
 
-/// A time: milliseconds as a number, or an RFC 3339 timestamp.
+/// A time: milliseconds as a number, or an RFC 3339 timestamp. Inline, with the general
+/// case out of line, like [`positive_int`]: on the typed path an integer then goes from its
+/// digits to the field in registers, not through a `Scalar` in memory (read back whole
+/// right after it was written field by field, a stall after every number of a line).
+#[inline]
 pub(super) fn time(key: &str, v: Scalar) -> Result<Millis, String> {
     // The usual case, as the general one below decides it.
     if let Scalar::Int(i @ 0..) = v {
         return Ok(i as Millis);
     }
+    any_time(key, v)
+}
+
+fn any_time(key: &str, v: Scalar) -> Result<Millis, String> {
     let ms = match &v {
         Scalar::Str(s) if s.trim().parse::<f64>().is_err() => rfc3339_ms(s).ok_or_else(|| {
             format!("{key} \"{s}\" is neither milliseconds nor an RFC 3339 timestamp such as 2026-11-30T10:00:00.250Z")
