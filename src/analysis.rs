@@ -9,7 +9,7 @@ pub mod tally;
 
 use rayon::prelude::*;
 
-use crate::burst::{find_bursts, Burst, RetryPoint};
+use crate::burst::{Burst, RetryPoint};
 use crate::classify::{classify, findings, operation_facts, Class, Finding, FindingKind, Role};
 use crate::diagnostics::Diagnostics;
 use crate::group::{build_tree, Parent, Tree};
@@ -645,24 +645,4 @@ fn worst_of(pending: &[(u32, Pending)], n: usize, ingested: &Ingested) -> Vec<u3
     }
     all.sort_by(by_worst);
     all.into_iter().map(|p| p.0).collect()
-}
-
-/// The bursts at one hop, from all its retry starts (in any order).
-pub fn hop_bursts(hop: u16, mut points: Vec<RetryPoint>, rules: &Rules) -> Vec<Burst> {
-    // Which retries a window holds depends on start times alone, so the tie-break by
-    // operation index cannot change a result. Ordered by every field, the points that
-    // compare equal are the same bits, so an unstable sort gives the stable sort's order
-    // without its buffer as large as the points (at 30 M operations the gateway's 13.4 M
-    // retry starts: the run's peak).
-    points.par_sort_unstable_by(|a, b| {
-        a.start_ms
-            .total_cmp(&b.start_ms)
-            .then(a.op.cmp(&b.op))
-            .then(
-                a.delay_ms()
-                    .map(f64::to_bits)
-                    .cmp(&b.delay_ms().map(f64::to_bits)),
-            )
-    });
-    find_bursts(hop, &points, rules.burst)
 }

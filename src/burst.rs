@@ -2,9 +2,12 @@
 //! within one narrow window, from many operations, far more than the retry rate on either
 //! side of them explains. Aligned failures retried on one fixed schedule make them;
 //! jittered retries spread out and do not. The rule is described in docs/rules.md
-//! ("Synchronized bursts"); this module finds the bursts of one hop in O(n log n).
+//! ("Synchronized bursts"); this module finds the bursts of one hop in O(n log n), from
+//! its retry starts read in time order a segment at a time ([`BurstFinder`]).
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::ops::Range;
 
 use crate::model::Millis;
 use crate::rules::BurstParams;
@@ -58,6 +61,20 @@ impl RetryPoint {
     pub fn delay_ms(&self) -> Option<Millis> {
         (!self.delay_ms.is_nan()).then_some(self.delay_ms)
     }
+
+    /// The order the burst search reads a hop's retry starts in: by start, then by
+    /// operation and delay, so that points comparing equal are the same bits (an unstable
+    /// sort and a merge of sorted runs then give one sequence).
+    pub fn order(&self, other: &RetryPoint) -> Ordering {
+        self.start_ms
+            .total_cmp(&other.start_ms)
+            .then(self.op.cmp(&other.op))
+            .then(
+                self.delay_ms()
+                    .map(f64::to_bits)
+                    .cmp(&other.delay_ms().map(f64::to_bits)),
+            )
+    }
 }
 
 impl PartialEq for RetryPoint {
@@ -95,7 +112,24 @@ struct Narrowed {
     background: f64,
 }
 
-/// Finds the bursts at one hop. `points` must be sorted by (start, op).
+/// Retry starts anchored per segment: past this many waiting, the ones before the latest
+/// start make a segment, searched once the look-ahead it needs has arrived. Large enough
+/// that a segment's look-back and look-ahead (a second at the default window) are a small
+/// part of it; small enough that a hop of any size is held a few tens of megabytes at a
+/// time (the busiest hop of 30 M operations, 13.4 M retry starts held whole, was that
+/// run's peak).
+pub const SEGMENT_POINTS: usize = 1 << 20;
+
+/// Windows of look-ahead a segment waits for past its last anchor: the neighbour windows
+/// after a window reach `t0 + (NEIGHBOUR_WINDOWS + 1)·W`, and one more keeps the edge of
+/// the last one inside the points held.
+const LOOK_AHEAD_WINDOWS: usize = NEIGHBOUR_WINDOWS + 2;
+
+/// The burst search of one hop over its retry starts pushed in [`RetryPoint::order`], a
+/// segment of time at a time, so that what it holds does not grow with the hop's retry
+/// starts: the points of the segment, the [`NEIGHBOUR_WINDOWS`] windows before it, the
+/// look-ahead after it, and the points of a burst still open (one that a later window may
+/// yet join).
 ///
 /// Every distinct start instant `t` anchors a window `[t, t + W]`. A window holding retries
 /// of at least `min_ops` operations is significant when its retry count is below
@@ -103,87 +137,195 @@ struct Narrowed {
 /// [`Edges::background`]). Each significant window is narrowed to its least likely sub-window that
 /// still holds `min_ops` operations ([`narrow`]), and narrowed windows that overlap or lie
 /// within W of each other make one burst.
-pub fn find_bursts(hop: u16, points: &[RetryPoint], params: BurstParams) -> Vec<Burst> {
-    let n = points.len();
-    let w = params.window_ms;
-    if n < params.min_ops {
-        return Vec::new();
-    }
-    debug_assert!(
-        n < u32::MAX as usize,
-        "the merge refuses so many retry starts"
-    );
-    let times: Vec<Millis> = points.iter().map(|p| p.start_ms).collect();
-    let instants = Instants::new(&times);
-    let need = first_end_with_ops(points, params.min_ops);
-    // Counts asked about are of points within one window: the table goes that far, not
-    // to n (at 30 M operations, 13.4 M retry starts at one hop: 107 MB of table).
-    let ln_factorial = LnFactorial::up_to(instants.most_in_a_window(&times, w));
-    let threshold = BURST_P_VALUE.ln();
+///
+/// The answer is the one search over all points at once gives, whatever the segments: the
+/// scan's state (the window's end, the neighbour edges, the reach of the narrowed windows)
+/// carries over from one segment to the next; every table a window consults covers its
+/// neighbourhood; and a burst is finished only once no later window can join it.
+pub struct BurstFinder {
+    hop: u16,
+    params: BurstParams,
+    segment: usize,
+    /// The points from the hop's `base`-th on.
+    points: Vec<RetryPoint>,
+    base: usize,
+    /// The first point not anchored yet (an index into `points`).
+    next: usize,
+    /// The anchors of the segment waiting are the instants before this time.
+    cut: Option<Millis>,
+    /// The end of the last window (an index into `points`) and its neighbours' edges.
+    end: usize,
+    edges: Edges,
+    /// The narrowed window reaching furthest so far, in the hop's indexes: a later window
+    /// inside it can only narrow to a part of it, which changes no burst, so it is not
+    /// tested at all.
+    reach: Option<(usize, usize)>,
+    /// Narrowed windows of bursts a later window may still join, in the hop's indexes.
+    open: Vec<Narrowed>,
+    bursts: Vec<Burst>,
+}
 
-    let mut narrowed: Vec<Narrowed> = Vec::new();
-    // The narrowed window reaching furthest so far: a later window inside it can only
-    // narrow to a part of it, which changes no burst, so it is not tested at all.
-    let mut reach: Option<(usize, usize)> = None;
-    let mut end = 0;
-    let mut edges = Edges::default();
-    for (g, &i) in instants.starts.iter().enumerate() {
-        let i = i as usize;
-        let t0 = times[i];
-        end = end.max(instants.end_of(g));
-        while end < n && times[end] <= t0 + w {
-            end += 1;
-        }
-        if need[i] as usize > end || reach.is_some_and(|(from, to)| from <= i && end <= to) {
-            continue;
-        }
-        let lambda = edges.background(&times, t0, w);
-        let significant = ln_tail_below((end - i) as u64, lambda, threshold, &ln_factorial)
-            .is_some_and(|ln_p| ln_p < threshold);
-        if !significant {
-            continue;
-        }
-        let window = Window {
-            first_instant: g,
-            last_instant: instants.index_of_group_ending_at(end),
-            rate_per_ms: lambda / w,
-            // A sub-window is at least as wide as the clock resolution, but never wider
-            // than the window: the whole window then scores at most its own p-value.
-            min_width_ms: TIME_RESOLUTION_MS.min(w),
-        };
-        let (from, to, ln_p) = narrow(&window, &times, &instants, &need, &ln_factorial);
-        narrowed.push(Narrowed {
-            from,
-            to,
-            ln_p,
-            background: lambda,
-        });
-        if reach.is_none_or(|(_, reach_to)| to > reach_to) {
-            reach = Some((from, to));
+impl BurstFinder {
+    pub fn new(hop: u16, params: BurstParams) -> BurstFinder {
+        BurstFinder::with_segment(hop, params, SEGMENT_POINTS)
+    }
+
+    fn with_segment(hop: u16, params: BurstParams, segment: usize) -> BurstFinder {
+        BurstFinder {
+            hop,
+            params,
+            segment,
+            points: Vec::new(),
+            base: 0,
+            next: 0,
+            cut: None,
+            end: 0,
+            edges: Edges::default(),
+            reach: None,
+            open: Vec::new(),
+            bursts: Vec::new(),
         }
     }
 
-    narrowed.sort_by_key(|s| (s.from, s.to));
-    let mut merged: Vec<Narrowed> = Vec::new();
-    for s in narrowed {
-        let joins = merged
-            .last()
-            .is_some_and(|m| times[s.from] - times[m.to - 1] <= w);
-        match merged.last_mut() {
-            Some(m) if joins => {
-                m.to = m.to.max(s.to);
-                if s.ln_p < m.ln_p {
-                    m.ln_p = s.ln_p;
-                    m.background = s.background;
-                }
+    /// Adds the next retry start, never before the one added before it.
+    pub fn push(&mut self, point: RetryPoint) {
+        debug_assert!(self.points.last().is_none_or(|p| p.order(&point).is_le()));
+        self.points.push(point);
+        match self.cut {
+            None if self.points.len() - self.next > self.segment => {
+                self.cut = Some(point.start_ms);
             }
-            _ => merged.push(s),
+            Some(cut)
+                if point.start_ms > cut + LOOK_AHEAD_WINDOWS as f64 * self.params.window_ms =>
+            {
+                self.search(Some(cut));
+                self.cut = None;
+            }
+            _ => {}
         }
     }
-    merged
-        .into_iter()
-        .map(|m| burst_of(hop, &points[m.from..m.to], m))
-        .collect()
+
+    /// The bursts, in time order.
+    pub fn finish(mut self) -> Vec<Burst> {
+        self.search(None);
+        self.bursts
+    }
+
+    /// Anchors a window at every instant not anchored yet before `cut` (at every one when
+    /// `None`: all points are in), finishes the bursts no later window can join, and lets
+    /// go of the points no later window looks at.
+    fn search(&mut self, cut: Option<Millis>) {
+        let w = self.params.window_ms;
+        let points = &self.points;
+        let n = points.len();
+        let times: Vec<Millis> = points.iter().map(|p| p.start_ms).collect();
+        let instants = Instants::new(&times);
+        let need = first_end_with_ops(points, self.params.min_ops);
+        let first = instants
+            .starts
+            .partition_point(|&s| (s as usize) < self.next);
+        let last = cut.map_or(instants.starts.len(), |cut| {
+            instants
+                .starts
+                .partition_point(|&s| times[s as usize] < cut)
+        });
+        // Counts asked about are of points within one window: the table goes that far, not
+        // to n.
+        let ln_factorial = LnFactorial::up_to(instants.most_in_a_window(&times, w, first..last));
+        let threshold = BURST_P_VALUE.ln();
+        for g in first..last {
+            let i = instants.starts[g] as usize;
+            let t0 = times[i];
+            self.end = self.end.max(instants.end_of(g));
+            while self.end < n && times[self.end] <= t0 + w {
+                self.end += 1;
+            }
+            let end = self.end;
+            let (hop_i, hop_end) = (self.base + i, self.base + end);
+            if need[i] as usize > end
+                || self
+                    .reach
+                    .is_some_and(|(from, to)| from <= hop_i && hop_end <= to)
+            {
+                continue;
+            }
+            let lambda = self.edges.background(&times, t0, w);
+            let significant = ln_tail_below((end - i) as u64, lambda, threshold, &ln_factorial)
+                .is_some_and(|ln_p| ln_p < threshold);
+            if !significant {
+                continue;
+            }
+            let window = Window {
+                first_instant: g,
+                last_instant: instants.index_of_group_ending_at(end),
+                rate_per_ms: lambda / w,
+                // A sub-window is at least as wide as the clock resolution, but never wider
+                // than the window: the whole window then scores at most its own p-value.
+                min_width_ms: TIME_RESOLUTION_MS.min(w),
+            };
+            let (from, to, ln_p) = narrow(&window, &times, &instants, &need, &ln_factorial);
+            let (from, to) = (self.base + from, self.base + to);
+            self.open.push(Narrowed {
+                from,
+                to,
+                ln_p,
+                background: lambda,
+            });
+            if self.reach.is_none_or(|(_, reach_to)| to > reach_to) {
+                self.reach = Some((from, to));
+            }
+        }
+        self.next = instants.starts.get(last).map_or(n, |&s| s as usize);
+
+        // Narrowed windows that overlap or lie within W of each other make one burst, in
+        // order of (from, to); a stable sort keeps equal ones in the order they were found,
+        // as one search over all points would have them.
+        self.open.sort_by_key(|s| (s.from, s.to));
+        let local = |at: usize| at - self.base;
+        let mut merged: Vec<(Narrowed, usize)> = Vec::new();
+        for (k, s) in self.open.iter().enumerate() {
+            let joins = merged
+                .last()
+                .is_some_and(|(m, _)| times[local(s.from)] - times[local(m.to) - 1] <= w);
+            match merged.last_mut() {
+                Some((m, _)) if joins => {
+                    m.to = m.to.max(s.to);
+                    if s.ln_p < m.ln_p {
+                        m.ln_p = s.ln_p;
+                        m.background = s.background;
+                    }
+                }
+                _ => merged.push((*s, k)),
+            }
+        }
+        // A window anchored later starts at or after the next instant: a burst ending more
+        // than W before it is finished. Bursts end in order, so the finished ones come first.
+        let next_time = times.get(self.next).copied();
+        let finished = merged
+            .partition_point(|(m, _)| next_time.is_none_or(|t| t - times[local(m.to) - 1] > w));
+        let still_open = merged.get(finished).map_or(self.open.len(), |&(_, k)| k);
+        for &(m, _) in &merged[..finished] {
+            let of = &points[local(m.from)..local(m.to)];
+            self.bursts.push(burst_of(self.hop, of, m));
+        }
+        self.open.drain(..still_open);
+
+        // What later windows look at: the neighbour windows before the next anchor, and
+        // the points of the bursts still open.
+        let Some(next_time) = next_time else {
+            return;
+        };
+        let look_back = next_time - NEIGHBOUR_WINDOWS as f64 * w;
+        let mut keep = times.partition_point(|&t| t < look_back).min(self.next);
+        if let Some(open) = self.open.first() {
+            keep = keep.min(local(open.from));
+        }
+        self.points.drain(..keep);
+        self.base += keep;
+        self.next -= keep;
+        self.end = self.end.saturating_sub(keep);
+        self.edges.rebase(keep);
+    }
 }
 
 fn burst_of(hop: u16, points: &[RetryPoint], m: Narrowed) -> Burst {
@@ -235,13 +377,13 @@ impl Instants {
         self.starts.partition_point(|&s| (s as usize) < end) - 1
     }
 
-    /// The most points any window `[t, t + w]` anchored at an instant holds: the largest
-    /// count a window or its sub-windows can be tested with.
-    fn most_in_a_window(&self, times: &[Millis], w: Millis) -> usize {
+    /// The most points any window `[t, t + w]` anchored at one of the `anchors` instants
+    /// holds: the largest count a window or its sub-windows can be tested with.
+    fn most_in_a_window(&self, times: &[Millis], w: Millis, anchors: Range<usize>) -> usize {
         let mut end = 0;
         let mut most = 0;
-        for (g, &i) in self.starts.iter().enumerate() {
-            let i = i as usize;
+        for g in anchors {
+            let i = self.starts[g] as usize;
             end = end.max(self.end_of(g));
             while end < self.n && times[end] <= times[i] + w {
                 end += 1;
@@ -291,6 +433,15 @@ struct Edges {
 }
 
 impl Edges {
+    /// The edges after the first `dropped` points were let go of. An edge before them can
+    /// only have been a `before` edge of a window whose look-back reached further than any
+    /// later window's: a later call would move it past them anyway.
+    fn rebase(&mut self, dropped: usize) {
+        for edge in self.before.iter_mut().chain(self.after.iter_mut()) {
+            *edge = edge.saturating_sub(dropped);
+        }
+    }
+
     /// The background λ of a window `[t0, t0 + w]`: on each side, the median count of the
     /// [`NEIGHBOUR_WINDOWS`] windows of width `w`, at least [`MIN_BACKGROUND_RETRIES`]; then
     /// the busier side. The median makes one busy neighbour (the other half of a split
@@ -504,12 +655,21 @@ mod tests {
         min_ops: 5,
     };
 
+    /// The bursts at one hop, `points` in [`RetryPoint::order`].
+    fn find_bursts(hop: u16, points: &[RetryPoint], params: BurstParams) -> Vec<Burst> {
+        let mut finder = BurstFinder::new(hop, params);
+        for &point in points {
+            finder.push(point);
+        }
+        finder.finish()
+    }
+
     fn points(times: &[(f64, u32)]) -> Vec<RetryPoint> {
         let mut p: Vec<RetryPoint> = times
             .iter()
             .map(|&(start_ms, op)| RetryPoint::new(start_ms, op, Some(1000.0)))
             .collect();
-        p.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms).then(a.op.cmp(&b.op)));
+        p.sort_by(RetryPoint::order);
         p
     }
 
@@ -652,5 +812,84 @@ mod tests {
             .map(|i| (1000.0 + i as f64 * 0.01, i % 4))
             .collect();
         assert!(find_bursts(0, &points(&t), PARAMS).is_empty());
+    }
+
+    /// A hop's retry starts in several shapes at once: a steady background, aligned
+    /// clusters (some within a window of each other, some far apart), a long storm of
+    /// clusters each within W of the next, jittered waves, and runs of equal instants.
+    fn mixed_hop(seed: u64) -> Vec<RetryPoint> {
+        let mut state = seed;
+        let mut t: Vec<(f64, u32)> = Vec::new();
+        let mut op = 0u32;
+        let mut next_op = || {
+            op += 1;
+            op
+        };
+        for _ in 0..3_000 {
+            t.push(((uniform(&mut state) * 60_000.0).floor(), next_op()));
+        }
+        for _ in 0..25 {
+            let at = (uniform(&mut state) * 60_000.0).floor();
+            let size = 8 + (uniform(&mut state) * 40.0) as usize;
+            for _ in 0..size {
+                t.push((at + (uniform(&mut state) * 3.0).floor(), next_op()));
+            }
+        }
+        // A storm: clusters 40 ms apart for two seconds.
+        for k in 0..50 {
+            for _ in 0..12 {
+                t.push((20_000.0 + k as f64 * 40.0, next_op()));
+            }
+        }
+        for _ in 0..6 {
+            let at = uniform(&mut state) * 60_000.0;
+            for _ in 0..200 {
+                t.push((at + uniform(&mut state) * 2_000.0, next_op()));
+            }
+        }
+        // Pairs of clusters 30 ms apart, each its own narrowed window, one burst together:
+        // a segment may end between the two.
+        for _ in 0..40 {
+            let at = (uniform(&mut state) * 60_000.0).floor();
+            for gap in [0.0, 30.0] {
+                for _ in 0..15 {
+                    t.push((at + gap, next_op()));
+                }
+            }
+        }
+        // Equal instants of one operation's several retries.
+        for _ in 0..20 {
+            let (at, o) = ((uniform(&mut state) * 60_000.0).floor(), next_op());
+            for _ in 0..5 {
+                t.push((at, o));
+            }
+        }
+        points(&t)
+    }
+
+    #[test]
+    fn searching_a_segment_at_a_time_finds_what_one_search_over_all_points_finds() {
+        for seed in [1, 2, 3] {
+            let points = mixed_hop(seed);
+            let whole = {
+                let mut f = BurstFinder::with_segment(0, PARAMS, usize::MAX);
+                points.iter().for_each(|&p| f.push(p));
+                f.finish()
+            };
+            assert!(whole.len() >= 10, "seed {seed}: the shapes make bursts");
+            for segment in [1, 2, 3, 5, 7, 11, 13, 50, 100, 1_000, 4_000] {
+                let mut f = BurstFinder::with_segment(0, PARAMS, segment);
+                let mut held = 0;
+                for &p in &points {
+                    f.push(p);
+                    held = held.max(f.points.len());
+                }
+                assert_eq!(f.finish(), whole, "seed {seed}, segments of {segment}");
+                if segment <= 100 {
+                    // The segments did bound what was held: well under the hop's points.
+                    assert!(held < points.len() / 2, "seed {seed}: {held} held");
+                }
+            }
+        }
     }
 }

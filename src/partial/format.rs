@@ -523,8 +523,16 @@ impl SpilledRetries {
             let file = std::fs::File::create(&path)
                 .with_context(|| format!("could not create the spill file '{}'", path.display()))?;
             let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+            // In the order the burst search reads them, so that the merge streams each
+            // file instead of holding and sorting a whole hop's.
+            let mut at_hop: Vec<RetryPoint> = points
+                .iter()
+                .filter(|(h, _)| usize::from(*h) == hop)
+                .map(|&(_, p)| p)
+                .collect();
+            at_hop.sort_unstable_by(RetryPoint::order);
             let mut count = 0;
-            for (_, p) in points.iter().filter(|(h, _)| usize::from(*h) == hop) {
+            for p in &at_hop {
                 let mut record = [0u8; RETRY_BYTES];
                 record[..8].copy_from_slice(&p.start_ms.to_le_bytes());
                 record[8..12].copy_from_slice(&p.op.to_le_bytes());
@@ -553,38 +561,48 @@ impl SpilledRetries {
             .map_or(0, |(_, n)| *n as usize)
     }
 
-    /// Appends the retry starts at `hop` to `out`, in the order written, a buffer at a
-    /// time: the merge reserves room for a whole hop once rather than holding a second
-    /// copy of each file.
-    pub fn append_to(&self, hop: u16, out: &mut Vec<RetryPoint>) -> Result<()> {
-        let Some((path, count)) = self.hops.get(usize::from(hop)) else {
-            return Ok(());
+    /// The retry starts at `hop`, in the order written ([`RetryPoint::order`]), read a
+    /// buffer at a time.
+    pub fn read_at(&self, hop: u16) -> Result<impl Iterator<Item = Result<RetryPoint>> + Send> {
+        let (path, count) = match self.hops.get(usize::from(hop)) {
+            Some((path, count)) => (path.clone(), *count),
+            None => (std::path::PathBuf::new(), 0),
         };
-        let changed = || {
+        let changed = move |path: &std::path::Path| {
             anyhow!(
                 "the spill file '{}' changed while it was used",
                 path.display()
             )
         };
-        let unreadable = || format!("could not read the spill file '{}'", path.display());
-        let file = std::fs::File::open(path).with_context(unreadable)?;
-        let length = file.metadata().with_context(unreadable)?.len();
-        if length != count * RETRY_BYTES as u64 {
-            return Err(changed());
+        let mut input = None;
+        if count > 0 {
+            let unreadable = || format!("could not read the spill file '{}'", path.display());
+            let file = std::fs::File::open(&path).with_context(unreadable)?;
+            let length = file.metadata().with_context(unreadable)?.len();
+            if length != count * RETRY_BYTES as u64 {
+                return Err(changed(&path));
+            }
+            input = Some(std::io::BufReader::with_capacity(1 << 16, file));
         }
-        let mut input = std::io::BufReader::with_capacity(1 << 16, file);
         let f64_at =
             |r: &[u8], at: usize| f64::from_le_bytes(r[at..at + 8].try_into().expect("8 bytes"));
-        let mut record = [0u8; RETRY_BYTES];
-        for _ in 0..*count {
-            input.read_exact(&mut record).map_err(|_| changed())?;
-            out.push(RetryPoint::new(
+        let mut last: Option<RetryPoint> = None;
+        Ok((0..count).map(move |_| {
+            let mut record = [0u8; RETRY_BYTES];
+            let input = input.as_mut().expect("opened when it holds points");
+            input.read_exact(&mut record).map_err(|_| changed(&path))?;
+            let point = RetryPoint::new(
                 f64_at(&record, 0),
                 u32::from_le_bytes(record[8..12].try_into().expect("4 bytes")),
                 (record[12] == 1).then(|| f64_at(&record, 13)),
-            ));
-        }
-        Ok(())
+            );
+            // Out of order, the search would answer wrongly without a word.
+            if last.is_some_and(|l| l.order(&point).is_gt()) {
+                return Err(changed(&path));
+            }
+            last = Some(point);
+            Ok(point)
+        }))
     }
 }
 
@@ -620,10 +638,10 @@ pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
         line(&Line::Deferred(wire_operation(d)))?;
     }
     line(&Line::Stats(Box::new(partial.stats.clone())))?;
+    // Each hop's in the order the merge's burst search reads them.
     for hop in 0..hops.len() as u16 {
-        let mut points = Vec::with_capacity(partial.retries.count_at_hop(hop));
-        partial.retries.append_at_hop(hop, &mut points)?;
-        for r in points {
+        for r in partial.retries.at_hop_in_order(hop, 0)? {
+            let r = r?;
             line(&Line::Retry(WireRetry(hop, r.start_ms, r.op, r.delay_ms())))?;
         }
     }

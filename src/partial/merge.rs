@@ -13,10 +13,10 @@ use rayon::prelude::*;
 use super::{format, OpAttempts, Partial, Retries, Row, Rows};
 use crate::analysis::tally::{RowSink, Tally};
 use crate::analysis::{
-    add_counts, attempts_pass, hop_bursts, worst_first, Analysis, KeptOperation, OperationResult,
-    TraceEnd, Worst, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
+    add_counts, attempts_pass, worst_first, Analysis, KeptOperation, OperationResult, TraceEnd,
+    Worst, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
 };
-use crate::burst::{Burst, RetryPoint};
+use crate::burst::{Burst, BurstFinder, RetryPoint};
 use crate::classify::operation_facts;
 use crate::diagnostics::{BadInputPolicy, Diagnostics, InputIssue};
 use crate::group::build_tree;
@@ -91,27 +91,15 @@ pub fn merge(
         .clone()
         .map(|hop| sources.iter().map(|(r, _)| r.count_at_hop(hop)).sum())
         .collect();
-    let mut bursts = Vec::new();
-    if counts.iter().sum::<usize>() * std::mem::size_of::<RetryPoint>() <= HOPS_SIDE_BY_SIDE_BYTES {
-        // Small enough to hold every hop's at once: the hops are searched side by side
-        // (the search is one thread's work per hop, and the busiest hop is not all of it).
-        let points = hops
-            .clone()
-            .map(|hop| points_at_hop(&sources, hop, counts[hop as usize], rules))
-            .collect::<Result<Vec<_>>>()?;
-        let found: Vec<Vec<Burst>> = hops
-            .zip(points)
-            .collect::<Vec<_>>()
-            .into_par_iter()
-            .map(|(hop, points)| hop_bursts(hop, points, rules))
-            .collect();
-        bursts.extend(found.into_iter().flatten());
-    } else {
-        for hop in hops {
-            let points = points_at_hop(&sources, hop, counts[hop as usize], rules)?;
-            bursts.extend(hop_bursts(hop, points, rules));
-        }
-    }
+    // The hops side by side: each search holds a segment of its retry starts at a time,
+    // never a whole hop's (see `BurstFinder`).
+    let bursts: Vec<Burst> = hops
+        .into_par_iter()
+        .map(|hop| bursts_at_hop(&sources, hop, counts[hop as usize], rules))
+        .collect::<Result<Vec<Vec<Burst>>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
     drop(sources);
     drop(late_retries);
     for p in &mut parts {
@@ -256,19 +244,16 @@ pub fn merge(
     })
 }
 
-/// Up to this many bytes of retry starts, the burst rule runs over every hop at once, side
-/// by side; past it one hop at a time (a spilled run's merge holds one hop's, never all:
-/// at 30 M operations the busiest hop's were the run's peak). 64 MiB is some 2.8 M retry
-/// starts, about 3.5 M operations of the generator's default mix.
-const HOPS_SIDE_BY_SIDE_BYTES: usize = 64 << 20;
-
-/// The retry starts at `hop` of every source, `count` of them, with their merge indexes.
-fn points_at_hop(
+/// The bursts at `hop`, from the retry starts of every source (`count` of them) with their
+/// merge indexes: each source gives its own in [`RetryPoint::order`] (a spilled partition's
+/// file was written so, a held partial's are sorted here), and a heap takes the least of
+/// their heads, so the search reads them in that order without holding them all.
+fn bursts_at_hop(
     sources: &[(&Retries, u32)],
     hop: u16,
     count: usize,
     rules: &Rules,
-) -> Result<Vec<RetryPoint>> {
+) -> Result<Vec<Burst>> {
     if count >= u32::MAX as usize {
         bail!(
             "{count} retry starts at hop '{}', more than the burst rule can index ({}): analyse the input in parts (by test run or by time)",
@@ -276,17 +261,42 @@ fn points_at_hop(
             u32::MAX - 1
         );
     }
-    // Reserved whole: grown by doubling, the vector of the busiest hop was twice its size
-    // mid-copy, the largest allocation of a run.
-    let mut points: Vec<RetryPoint> = Vec::with_capacity(count);
-    for &(retries, offset) in sources {
-        let from = points.len();
-        retries.append_at_hop(hop, &mut points)?;
-        for point in &mut points[from..] {
-            point.op += offset;
+    let mut streams = sources
+        .iter()
+        .map(|&(retries, offset)| retries.at_hop_in_order(hop, offset))
+        .collect::<Result<Vec<_>>>()?;
+    /// A source's next retry start: the least comes out of the heap first.
+    struct Head(RetryPoint, usize);
+    impl PartialEq for Head {
+        fn eq(&self, other: &Head) -> bool {
+            self.cmp(other).is_eq()
         }
     }
-    Ok(points)
+    impl Eq for Head {}
+    impl PartialOrd for Head {
+        fn partial_cmp(&self, other: &Head) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl Ord for Head {
+        fn cmp(&self, other: &Head) -> std::cmp::Ordering {
+            other.0.order(&self.0).then(other.1.cmp(&self.1))
+        }
+    }
+    let mut heads = BinaryHeap::with_capacity(streams.len());
+    for (s, stream) in streams.iter_mut().enumerate() {
+        if let Some(point) = stream.next().transpose()? {
+            heads.push(Head(point, s));
+        }
+    }
+    let mut finder = BurstFinder::new(hop, rules.burst);
+    while let Some(Head(point, s)) = heads.pop() {
+        finder.push(point);
+        if let Some(next) = streams[s].next().transpose()? {
+            heads.push(Head(next, s));
+        }
+    }
+    Ok(finder.finish())
 }
 
 /// Partials merge only when every setting that changes a result is the same.

@@ -100,14 +100,31 @@ impl Retries {
         }
     }
 
-    /// Appends the retry starts at `hop` to `out`, in no particular order.
-    pub fn append_at_hop(&self, hop: u16, out: &mut Vec<RetryPoint>) -> Result<()> {
+    /// The retry starts at `hop`, their operations offset by `offset`, in
+    /// [`RetryPoint::order`]: a spilled partition's read from its file as written (in that
+    /// order), held ones sorted here.
+    pub fn at_hop_in_order(
+        &self,
+        hop: u16,
+        offset: u32,
+    ) -> Result<Box<dyn Iterator<Item = Result<RetryPoint>> + Send + '_>> {
+        let offset_by = move |mut point: RetryPoint| {
+            point.op += offset;
+            point
+        };
         match self {
             Retries::Memory(points) => {
-                out.extend(points.iter().filter(|(h, _)| *h == hop).map(|(_, p)| *p));
-                Ok(())
+                let mut at_hop: Vec<RetryPoint> = points
+                    .iter()
+                    .filter(|(h, _)| *h == hop)
+                    .map(|&(_, p)| offset_by(p))
+                    .collect();
+                at_hop.sort_unstable_by(RetryPoint::order);
+                Ok(Box::new(at_hop.into_iter().map(Ok)))
             }
-            Retries::Spilled(spilled) => spilled.append_to(hop, out),
+            Retries::Spilled(spilled) => Ok(Box::new(
+                spilled.read_at(hop)?.map(move |p| p.map(offset_by)),
+            )),
         }
     }
 }
