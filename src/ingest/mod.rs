@@ -914,6 +914,9 @@ pub(super) struct Reader<'c> {
     /// plain file of known size (`None` once one is not: a compressed file, a stream,
     /// Parquet).
     parsed_as_stored: Option<u64>,
+    /// Bytes of text parsed so far, decompressed, and read so far (parsed or read ahead).
+    parsed_text: u64,
+    text_read: progress::ByteCounter,
     /// Lines in a batch, as the last batch of the input being read judged it
     /// ([`Parsed::next_batch_lines`]).
     batch_lines: usize,
@@ -956,6 +959,8 @@ impl<'c> Reader<'c> {
             passed_lines: 0,
             batch_lines: LINES_PER_BATCH,
             parsed_as_stored: Some(0),
+            parsed_text: 0,
+            text_read: progress::ByteCounter::default(),
             latest_ms: 0.0,
             total_bytes: None,
             read_bytes: None,
@@ -989,25 +994,40 @@ impl<'c> Reader<'c> {
 
     /// After each chunk of lines: spills the events held when the input's size says they
     /// will not fit by its end ([`spill::spills_anyway`]), so that the rest of the input is
-    /// spilled as it is read instead of kept until the budget is full. Judged only while the
-    /// bytes parsed are known as stored (plain files of known size).
+    /// spilled as it is read instead of kept until the budget is full. Judged when the
+    /// inputs' size is known, on the bytes parsed as stored ([`Reader::read_so_far_as_stored`]:
+    /// for compressed inputs an estimate).
     fn after_chunk(&mut self) -> Result<()> {
-        let (Some(budget), None, Some(parsed)) = (&self.budget, &self.spill, self.parsed_as_stored)
+        let (Some(budget), None, Some(total)) = (&self.budget, &self.spill, self.total_bytes)
         else {
             return Ok(());
         };
+        let read = match self.parsed_as_stored {
+            Some(parsed) if parsed >= spill::MIN_PARSED_TO_JUDGE.min(total) => parsed,
+            None if self.parsed_text >= spill::MIN_PARSED_TO_JUDGE => self.read_so_far_as_stored(),
+            _ => return Ok(()),
+        };
         let held = held_bytes(&self.out, &self.keys);
-        if spill::spills_anyway(held, parsed, self.total_bytes, budget.events_bytes()) {
+        if spill::spills_anyway(held, read, Some(total), budget.events_bytes()) {
             self.spill_events(held)?;
         }
         Ok(())
     }
 
-    /// How much of the input, as stored, has been read: the bytes parsed when known (plain
-    /// files), else the bytes read, which run a few megabytes ahead of the parsing.
+    /// How much of the input, as stored, has been parsed: known for plain files; for
+    /// compressed ones the bytes read as stored, scaled by the share of the text they gave
+    /// that is parsed (the rest, a chunk or two, is read and decompressed ahead, and taken
+    /// for parsed it made a compressed input look a third smaller after 64 MiB of text).
     fn read_so_far_as_stored(&self) -> u64 {
-        self.parsed_as_stored
-            .unwrap_or_else(|| self.read_bytes.as_ref().map_or(0, |c| c.get()))
+        if let Some(parsed) = self.parsed_as_stored {
+            return parsed;
+        }
+        let stored = self.read_bytes.as_ref().map_or(0, |c| c.get());
+        match self.text_read.get() {
+            // No text (Parquet): the bytes read.
+            0 => stored,
+            text => (stored as f64 * (self.parsed_text as f64 / text as f64).min(1.0)) as u64,
+        }
     }
 
     /// Writes the events held to their partitions' files and forgets them, their
@@ -1174,6 +1194,7 @@ impl<'c> Reader<'c> {
         index: u32,
         progress: &mut Progress,
     ) -> Result<()> {
+        let lines = Box::new(progress::Counting::new(lines, self.text_read.clone()));
         let mut lines = ahead::Bytes::new(lines, size)?;
         self.batch_lines = LINES_PER_BATCH;
         let name = self.out.files[index as usize].clone();
@@ -1294,6 +1315,7 @@ impl<'c> Reader<'c> {
                 }
             }
             buf.drain(..end);
+            self.parsed_text += end as u64;
             if let Some(parsed) = &mut self.parsed_as_stored {
                 *parsed += end as u64;
             }

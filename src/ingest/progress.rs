@@ -38,7 +38,8 @@ pub fn should_show(stderr_is_terminal: bool, ci: Option<&OsStr>) -> bool {
     stderr_is_terminal && !under_ci
 }
 
-/// Raw bytes read from the inputs (before decompression), shared by every reader of a run.
+/// Bytes read, counted by whichever thread reads them: the inputs' raw bytes (before
+/// decompression), shared by every reader of a run, or the text they gave.
 #[derive(Debug, Clone, Default)]
 pub struct ByteCounter(Arc<AtomicU64>);
 

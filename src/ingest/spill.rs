@@ -1098,22 +1098,21 @@ fn whole_input_bytes(held_bytes: u64, read: u64, total: Option<u64>) -> Option<f
     Some(held_bytes as f64 * (total as f64 / read as f64).max(1.0))
 }
 
-/// Whether the events held (`held_bytes`, from `parsed` bytes of an input of `total` bytes
-/// as stored) will surely not fit `budget` by the end: the whole input, scaled as
-/// [`first_partitions`] scales it, takes more than [`HEADROOM`] times the budget. Judged
-/// once [`MIN_PARSED_TO_JUDGE`] is parsed. Such an input spills now rather than when the
-/// budget is full: every line read after the first spill is spilled where it is parsed,
-/// never interned or kept (at 1 M operations the first 1.4 M of 4.9 M events were).
-pub fn spills_anyway(held_bytes: u64, parsed: u64, total: Option<u64>, budget: u64) -> bool {
-    let judged = total.is_some_and(|total| parsed >= MIN_PARSED_TO_JUDGE.min(total));
-    judged
-        && whole_input_bytes(held_bytes, parsed, total)
-            .is_some_and(|whole| whole > budget as f64 * HEADROOM)
+/// Whether the events held (`held_bytes`, standing for `read` bytes of an input of `total`
+/// bytes as stored) will surely not fit `budget` by the end: the whole input, scaled as
+/// [`first_partitions`] scales it, takes more than [`HEADROOM`] times the budget. Such an
+/// input spills now rather than when the budget is full: every line read after the first
+/// spill is spilled where it is parsed, never interned or kept (at 1 M operations the
+/// first 1.4 M of 4.9 M events were). The caller says when enough is read to judge
+/// ([`MIN_PARSED_TO_JUDGE`]).
+pub fn spills_anyway(held_bytes: u64, read: u64, total: Option<u64>, budget: u64) -> bool {
+    whole_input_bytes(held_bytes, read, total).is_some_and(|whole| whole > budget as f64 * HEADROOM)
 }
 
-/// How much of an input is parsed before its size is trusted to say it will not fit: two
-/// chunks, so that its first lines (a header, a warm-up) do not decide alone.
-const MIN_PARSED_TO_JUDGE: u64 = 16 << 20;
+/// How much of an input is parsed before its size is trusted to say it will not fit (of a
+/// compressed one, in text): two chunks, so that its first lines (a header, a warm-up) do
+/// not decide alone.
+pub const MIN_PARSED_TO_JUDGE: u64 = 16 << 20;
 
 /// Temporary directories alive now: removed by the Ctrl-C handler before the process ends.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
