@@ -914,8 +914,9 @@ pub(super) struct Reader<'c> {
     /// plain file of known size (`None` once one is not: a compressed file, a stream,
     /// Parquet).
     parsed_as_stored: Option<u64>,
-    /// Bytes of text parsed so far, decompressed, and read so far (parsed or read ahead).
+    /// Bytes of text parsed so far (decompressed).
     parsed_text: u64,
+    /// Bytes of text read so far, parsed or read ahead, counted by the reading thread.
     text_read: progress::ByteCounter,
     /// Lines in a batch, as the last batch of the input being read judged it
     /// ([`Parsed::next_batch_lines`]).
@@ -1016,8 +1017,8 @@ impl<'c> Reader<'c> {
 
     /// How much of the input, as stored, has been parsed: known for plain files; for
     /// compressed ones the bytes read as stored, scaled by the share of the text they gave
-    /// that is parsed (the rest, a chunk or two, is read and decompressed ahead, and taken
-    /// for parsed it made a compressed input look a third smaller after 64 MiB of text).
+    /// that is parsed (the rest, a chunk or two, is read and decompressed ahead: taken for
+    /// parsed, it made a compressed input look several times smaller after 16 MiB of text).
     fn read_so_far_as_stored(&self) -> u64 {
         if let Some(parsed) = self.parsed_as_stored {
             return parsed;

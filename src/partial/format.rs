@@ -525,14 +525,8 @@ impl SpilledRetries {
             let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
             // In the order the burst search reads them, so that the merge streams each
             // file instead of holding and sorting a whole hop's.
-            let mut at_hop: Vec<RetryPoint> = points
-                .iter()
-                .filter(|(h, _)| usize::from(*h) == hop)
-                .map(|&(_, p)| p)
-                .collect();
-            at_hop.sort_unstable_by(RetryPoint::order);
             let mut count = 0;
-            for p in &at_hop {
+            for p in &super::sorted_at_hop(points, hop as u16) {
                 let mut record = [0u8; RETRY_BYTES];
                 record[..8].copy_from_slice(&p.start_ms.to_le_bytes());
                 record[8..12].copy_from_slice(&p.op.to_le_bytes());

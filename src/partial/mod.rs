@@ -113,20 +113,28 @@ impl Retries {
             point
         };
         match self {
-            Retries::Memory(points) => {
-                let mut at_hop: Vec<RetryPoint> = points
-                    .iter()
-                    .filter(|(h, _)| *h == hop)
-                    .map(|&(_, p)| offset_by(p))
-                    .collect();
-                at_hop.sort_unstable_by(RetryPoint::order);
-                Ok(Box::new(at_hop.into_iter().map(Ok)))
-            }
+            Retries::Memory(points) => Ok(Box::new(
+                sorted_at_hop(points, hop)
+                    .into_iter()
+                    .map(move |p| Ok(offset_by(p))),
+            )),
             Retries::Spilled(spilled) => Ok(Box::new(
                 spilled.read_at(hop)?.map(move |p| p.map(offset_by)),
             )),
         }
     }
+}
+
+/// The points of `points` at `hop`, in [`RetryPoint::order`]: as the merge reads them, and
+/// as a spilled partition's file holds them.
+fn sorted_at_hop(points: &[(u16, RetryPoint)], hop: u16) -> Vec<RetryPoint> {
+    let mut at_hop: Vec<RetryPoint> = points
+        .iter()
+        .filter(|(h, _)| *h == hop)
+        .map(|&(_, p)| p)
+        .collect();
+    at_hop.sort_unstable_by(RetryPoint::order);
+    at_hop
 }
 
 /// The file of the rows that [`Partial::spill`] (or [`build`]) sets aside under `name`.
