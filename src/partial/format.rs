@@ -558,10 +558,8 @@ impl SpilledRetries {
     /// The retry starts at `hop`, in the order written ([`RetryPoint::order`]), read a
     /// buffer at a time.
     pub fn read_at(&self, hop: u16) -> Result<impl Iterator<Item = Result<RetryPoint>> + Send> {
-        let (path, count) = match self.hops.get(usize::from(hop)) {
-            Some((path, count)) => (path.clone(), *count),
-            None => (std::path::PathBuf::new(), 0),
-        };
+        // A hop without a file (none of its points here) reads as empty.
+        let (path, count) = self.hops.get(usize::from(hop)).cloned().unwrap_or_default();
         let changed = move |path: &std::path::Path| {
             anyhow!(
                 "the spill file '{}' changed while it was used",
