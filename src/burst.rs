@@ -160,6 +160,8 @@ pub struct BurstFinder {
     /// inside it can only narrow to a part of it, which changes no burst, so it is not
     /// tested at all.
     reach: Option<(usize, usize)>,
+    /// The fewest retries a window needs to be a burst at all ([`least_significant_count`]).
+    least_count: usize,
     /// Narrowed windows of bursts a later window may still join, in the hop's indexes.
     open: Vec<Narrowed>,
     bursts: Vec<Burst>,
@@ -182,6 +184,7 @@ impl BurstFinder {
             end: 0,
             edges: Edges::default(),
             reach: None,
+            least_count: least_significant_count(),
             open: Vec::new(),
             bursts: Vec::new(),
         }
@@ -247,6 +250,12 @@ impl BurstFinder {
                     .reach
                     .is_some_and(|(from, to)| from <= hop_i && hop_end <= to)
             {
+                continue;
+            }
+            // Most windows hold too few retries to be unlikely under any background: their
+            // neighbours are not counted at all (the edges catch up at the next window that
+            // is, as they only move forward).
+            if end - i < self.least_count {
                 continue;
             }
             let lambda = self.edges.background(&times, t0, w);
@@ -480,6 +489,16 @@ impl Edges {
     }
 }
 
+/// The fewest retries in one window that can be a burst: a smaller count is not unlikely
+/// enough ([`BURST_P_VALUE`]) even at the least background a window can have
+/// ([`MIN_BACKGROUND_RETRIES`]), and a larger background only makes it likelier.
+fn least_significant_count() -> usize {
+    let threshold = BURST_P_VALUE.ln();
+    (1..)
+        .find(|&k| ln_poisson_tail(k, MIN_BACKGROUND_RETRIES) < threshold)
+        .expect("a large enough count is unlikely under any finite background") as usize
+}
+
 fn median(mut counts: [usize; NEIGHBOUR_WINDOWS]) -> f64 {
     counts.sort_unstable();
     let mid = NEIGHBOUR_WINDOWS / 2;
@@ -654,6 +673,22 @@ mod tests {
         window_ms: 50.0,
         min_ops: 5,
     };
+
+    #[test]
+    fn a_window_with_fewer_than_the_least_count_is_not_significant_under_any_background() {
+        let least = least_significant_count() as u64;
+        let threshold = BURST_P_VALUE.ln();
+        let table = LnFactorial::up_to(4 * least as usize);
+        let significant = |k: u64, mu: f64| {
+            ln_tail_below(k, mu, threshold, &table).is_some_and(|ln_p| ln_p < threshold)
+        };
+        assert!(significant(least, MIN_BACKGROUND_RETRIES));
+        for k in 0..least {
+            for mu in [1.0, 1.0 + 1e-12, 1.5, 2.0, 3.7, 10.0, 100.0] {
+                assert!(!significant(k, MIN_BACKGROUND_RETRIES * mu), "{k} at {mu}");
+            }
+        }
+    }
 
     /// The bursts at one hop, `points` in [`RetryPoint::order`].
     fn find_bursts(hop: u16, points: &[RetryPoint], params: BurstParams) -> Vec<Burst> {
