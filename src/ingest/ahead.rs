@@ -1,11 +1,12 @@
 //! Reading ahead: a large input's bytes are read, and decompressed, on a thread of their
-//! own, a chunk ahead of the parsing ([`Bytes`] decides which inputs).
+//! own, a chunk ahead of the parsing ([`Bytes`] decides which inputs), into blocks the
+//! parsing takes over whole ([`Unparsed`]).
 //!
 //! Without it, the thread that hands lines to the parsers also read each chunk, and both
 //! cores waited while it did: a tenth of a 1 M-operation run's reading for a plain file,
 //! and far more for a zstd or gzip one, whose decoding is a core's work. Memory is bounded:
-//! at most [`BLOCKS_AHEAD`] blocks wait, one is being filled and one is being taken from,
-//! and the taken ones go back to the thread to be filled again (no page is faulted in anew).
+//! at most [`BLOCKS_AHEAD`] blocks wait, one is being filled and one is being parsed, and
+//! the parsed ones go back to the thread to be filled again (no page is faulted in anew).
 
 use std::io::{self, Read};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
@@ -16,6 +17,67 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 /// for its thread to be scheduled. A file under one chunk (8 MiB) is taken in one read
 /// anyway, so reading it ahead could not overlap anything.
 pub const READ_AHEAD_FROM: u64 = 8 << 20;
+
+/// Bytes read at a time: a chunk of the parsers' (see `CHUNK_BYTES`).
+const BLOCK_BYTES: usize = super::CHUNK_BYTES;
+
+/// Room kept in front of each block's bytes for the line the chunk before ended in the
+/// middle of: a line up to this long (the default line limit) is moved there, and the
+/// block becomes the next chunk as it is. Before, every block was copied onto the end of
+/// the chunk's own buffer, on the thread the parsers wait for: 0.17–0.21 s of a 1 M
+/// operation run's reading (951 MB copied). A longer line is joined by copying.
+const HEADROOM: usize = 1 << 20;
+
+/// Filled blocks that may wait for the parsers: a whole chunk, so that the parsers take
+/// the next one at once when they are done with one, while the thread fills another.
+/// (With blocks of 1 MiB, two waiting made the parsers wait for six more to be read, every
+/// chunk: the cores were a fifth idle while a plain file was read.)
+const BLOCKS_AHEAD: usize = 1;
+
+/// The bytes read and not parsed yet, `bytes[start..]`: the whole lines of a chunk are
+/// parsed and let go of ([`Unparsed::consume`]), and the line it ends in the middle of
+/// waits for the next block, in front of which it is moved ([`HEADROOM`]).
+#[derive(Default)]
+pub struct Unparsed {
+    bytes: Vec<u8>,
+    start: usize,
+}
+
+impl Unparsed {
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[self.start..]
+    }
+
+    /// Lets go of the first `n` bytes (parsed, or skipped).
+    pub fn consume(&mut self, n: usize) {
+        assert!(
+            n <= self.bytes.len() - self.start,
+            "consumed past the bytes read"
+        );
+        self.start += n;
+    }
+
+    /// Lets go of every byte read.
+    pub fn clear(&mut self) {
+        self.start = self.bytes.len();
+    }
+
+    /// The bytes as a vector of their own (for a reader of whole documents).
+    pub fn into_vec(mut self) -> Vec<u8> {
+        self.compact();
+        self.bytes
+    }
+
+    fn extend(&mut self, more: &[u8]) {
+        self.compact();
+        self.bytes.extend_from_slice(more);
+    }
+
+    fn compact(&mut self) {
+        self.bytes.drain(..self.start);
+        self.start = 0;
+    }
+}
 
 /// An input's bytes as the reader takes them, a chunk at a time.
 pub enum Bytes {
@@ -32,12 +94,15 @@ impl Bytes {
         })
     }
 
-    /// Appends up to `max` bytes to `buf`, fewer only at the end of the input; returns how
-    /// many (0 at the end).
-    pub fn append(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
+    /// Adds the next chunk of the input (up to [`BLOCK_BYTES`]) after the bytes `text`
+    /// holds; returns how many bytes (0 at the end).
+    pub fn read_more(&mut self, text: &mut Unparsed) -> io::Result<usize> {
         match self {
-            Bytes::InPlace(inner) => inner.take(max as u64).read_to_end(buf),
-            Bytes::Ahead(ahead) => ahead.append(buf, max),
+            Bytes::InPlace(inner) => {
+                text.compact();
+                inner.take(BLOCK_BYTES as u64).read_to_end(&mut text.bytes)
+            }
+            Bytes::Ahead(ahead) => ahead.read_more(text),
         }
     }
 }
@@ -51,22 +116,17 @@ impl Read for Bytes {
     }
 }
 
-/// Bytes per block: large enough that handing one over costs nothing next to reading it.
-const BLOCK_BYTES: usize = 1 << 20;
-
-/// Filled blocks that may wait for the parsers: a whole chunk and some, so that the reader
-/// takes the next chunk at once when the parsers are done with one. With two, it waited
-/// for the thread to read six more while both parse threads idled, every chunk: the cores
-/// were a fifth idle while a plain file was read. At ten, in six alternating pairs at
-/// 1 M operations, reading took 1.43 → 1.29 s (median; faster in all six), for about 12 MB
-/// more peak.
-const BLOCKS_AHEAD: usize = super::CHUNK_BYTES / BLOCK_BYTES + 2;
-
-/// A filled block: its bytes, of which the first `len` were read. Never empty but at the
-/// end of the input, which is said by a block of length 0.
+/// A filled block: its bytes, of which `len` were read after the first [`HEADROOM`].
+/// Never empty but at the end of the input, which is said by a block of length 0.
 struct Block {
     bytes: Vec<u8>,
     len: usize,
+}
+
+impl Block {
+    fn data(&self) -> &[u8] {
+        &self.bytes[HEADROOM..HEADROOM + self.len]
+    }
 }
 
 /// An input read ahead on its own thread (see the module's text). Dropping it stops the
@@ -74,6 +134,7 @@ struct Block {
 pub struct ReadAhead {
     filled: Receiver<io::Result<Block>>,
     empty: Sender<Vec<u8>>,
+    /// The block read from through [`Read`].
     current: Block,
     /// How much of `current` has been taken.
     at: usize,
@@ -87,10 +148,10 @@ impl ReadAhead {
         // Every block there will be, made here: memory of this thread's heap, reused when
         // it is freed after the reading (a block made on the reading thread, freed after
         // that thread ended, stayed with the process until the end of the run). Enough
-        // for the ones waiting, the one being filled and the one being taken from.
+        // for the ones waiting, the one being filled and the one being parsed.
         for _ in 0..BLOCKS_AHEAD + 2 {
             empty
-                .send(vec![0; BLOCK_BYTES])
+                .send(vec![0; HEADROOM + BLOCK_BYTES])
                 .expect("the receiver is still here");
         }
         std::thread::Builder::new()
@@ -100,7 +161,8 @@ impl ReadAhead {
                 let Ok(mut bytes) = returned.recv() else {
                     return;
                 };
-                let result = fill(&mut inner, &mut bytes).map(|len| Block { bytes, len });
+                let result =
+                    fill(&mut inner, &mut bytes[HEADROOM..]).map(|len| Block { bytes, len });
                 let last = !matches!(&result, Ok(block) if block.len > 0);
                 // The reader was dropped: nobody wants the rest.
                 if to_parsers.send(result).is_err() || last {
@@ -111,7 +173,7 @@ impl ReadAhead {
             filled,
             empty,
             current: Block {
-                bytes: Vec::new(),
+                bytes: vec![0; HEADROOM],
                 len: 0,
             },
             at: 0,
@@ -119,43 +181,82 @@ impl ReadAhead {
         })
     }
 
-    /// Appends up to `max` bytes to `buf`, fewer only at the end of the input; returns how
-    /// many (0 at the end).
-    pub fn append(&mut self, buf: &mut Vec<u8>, max: usize) -> io::Result<usize> {
-        let mut appended = 0;
-        while appended < max {
-            let available = self.available()?;
-            if available.is_empty() {
-                break;
-            }
-            let n = available.len().min(max - appended);
-            buf.extend_from_slice(&available[..n]);
-            self.at += n;
-            appended += n;
+    /// Adds the next block after the bytes `text` holds; returns how many bytes (0 at the
+    /// end). The block becomes `text`'s buffer, the bytes it held moved in front of it,
+    /// unless they are longer than [`HEADROOM`]: then the block is copied after them.
+    pub fn read_more(&mut self, text: &mut Unparsed) -> io::Result<usize> {
+        // What was left of a block read through `Read` comes first.
+        if self.at < self.current.len {
+            let rest = &self.current.data()[self.at..];
+            text.extend(rest);
+            self.at = self.current.len;
+            return Ok(rest.len());
         }
-        Ok(appended)
+        let Some(block) = self.next_block()? else {
+            return Ok(0);
+        };
+        let len = block.len;
+        let tail = text.bytes();
+        if tail.len() <= HEADROOM {
+            let mut bytes = block.bytes;
+            let start = HEADROOM - tail.len();
+            bytes[start..HEADROOM].copy_from_slice(tail);
+            bytes.truncate(HEADROOM + len);
+            let parsed = std::mem::replace(text, Unparsed { bytes, start });
+            // The text's own first buffer was never a block.
+            if parsed.bytes.capacity() >= HEADROOM + BLOCK_BYTES {
+                self.give_back(parsed.bytes);
+            }
+        } else {
+            text.extend(block.data());
+            self.give_back(block.bytes);
+        }
+        Ok(len)
+    }
+
+    /// The next filled block, `None` at the end of the input.
+    fn next_block(&mut self) -> io::Result<Option<Block>> {
+        if self.ended {
+            return Ok(None);
+        }
+        let block = match self.filled.recv() {
+            Ok(block) => block?,
+            // The thread ended without saying the input ended: it panicked (a decoder
+            // bug), and what it read last is lost. Never taken for the end of the input.
+            Err(_) => return Err(io::Error::other("reading the input stopped unexpectedly")),
+        };
+        if block.len == 0 {
+            self.ended = true;
+            return Ok(None);
+        }
+        Ok(Some(block))
+    }
+
+    /// Back to the thread, to be filled again (as long as it reads: a thread that has
+    /// ended takes no more, and the block is freed here). A block that grew while a long
+    /// line was joined in it (OTLP lines may be 64 MiB) is replaced by a new one: its
+    /// pages would stay in memory, and in time every block could have grown so.
+    fn give_back(&self, mut bytes: Vec<u8>) {
+        if bytes.capacity() > HEADROOM + BLOCK_BYTES {
+            bytes = vec![0; HEADROOM + BLOCK_BYTES];
+        }
+        bytes.resize(HEADROOM + BLOCK_BYTES, 0);
+        let _ = self.empty.send(bytes);
     }
 
     /// The bytes of the current block not yet taken, after waiting for the next block if
     /// none are left; empty at the end of the input.
     fn available(&mut self) -> io::Result<&[u8]> {
-        if self.at == self.current.len && !self.ended {
-            let next = match self.filled.recv() {
-                Ok(next) => next?,
-                // The thread ended without saying the input ended: it panicked (a decoder
-                // bug), and what it read last is lost. Never taken for the end of the input.
-                Err(_) => return Err(io::Error::other("reading the input stopped unexpectedly")),
-            };
-            let used = std::mem::replace(&mut self.current, next);
-            // Back to be filled again (not the empty one a reader starts with); a thread
-            // that has ended takes no more blocks back, and the block is freed here.
-            if !used.bytes.is_empty() {
-                let _ = self.empty.send(used.bytes);
+        if self.at == self.current.len {
+            if let Some(next) = self.next_block()? {
+                let used = std::mem::replace(&mut self.current, next);
+                if used.bytes.len() >= HEADROOM + BLOCK_BYTES {
+                    self.give_back(used.bytes);
+                }
+                self.at = 0;
             }
-            self.at = 0;
-            self.ended = self.current.len == 0;
         }
-        Ok(&self.current.bytes[self.at..self.current.len])
+        Ok(&self.current.data()[self.at..])
     }
 }
 
@@ -204,20 +305,42 @@ mod tests {
         }
     }
 
+    /// Every byte `bytes` gives, read a chunk at a time while the text waiting is let go
+    /// of in uneven parts: `keep(n)` bytes of each chunk's end are kept waiting.
+    fn read_all(bytes: &mut Bytes, keep: impl Fn(usize) -> usize) -> Vec<u8> {
+        let (mut text, mut got, mut n) = (Unparsed::default(), Vec::new(), 0);
+        while bytes.read_more(&mut text).unwrap() > 0 {
+            let waiting = text.bytes();
+            let taken = waiting.len() - keep(n).min(waiting.len());
+            got.extend_from_slice(&waiting[..taken]);
+            text.consume(taken);
+            n += 1;
+        }
+        got.extend_from_slice(text.bytes());
+        assert_eq!(
+            bytes.read_more(&mut text).unwrap(),
+            0,
+            "the end stays the end"
+        );
+        got
+    }
+
     #[test]
     fn reads_every_byte_in_order_across_blocks() {
         let text: Vec<u8> = (0..3 * BLOCK_BYTES + 12345)
             .map(|i| (i % 251) as u8)
             .collect();
-        let mut ahead = ReadAhead::new(Box::new(io::Cursor::new(text.clone()))).unwrap();
-        let mut got = Vec::new();
-        // Uneven takes, across block boundaries.
-        while ahead.append(&mut got, 777_777).unwrap() > 0 {}
-        assert_eq!(got, text);
+        let ahead =
+            || Bytes::Ahead(ReadAhead::new(Box::new(io::Cursor::new(text.clone()))).unwrap());
+        // The bytes kept waiting moved in front of the next block.
         assert_eq!(
-            ahead.append(&mut got, 10).unwrap(),
-            0,
-            "the end stays the end"
+            read_all(&mut ahead(), |n| [0, 1, 777_777, HEADROOM][n % 4]),
+            text
+        );
+        // More than fits in front of a block: the block is copied after them.
+        assert_eq!(
+            read_all(&mut ahead(), |n| [HEADROOM + 1, 2 * BLOCK_BYTES][n % 2]),
+            text
         );
     }
 
@@ -229,10 +352,19 @@ mod tests {
         assert!(matches!(open(Some(READ_AHEAD_FROM)), Bytes::Ahead(_)));
         assert!(matches!(open(None), Bytes::Ahead(_)));
         for size in [Some(60), None] {
-            let (mut bytes, mut got) = (open(size), Vec::new());
-            while bytes.append(&mut got, 7).unwrap() > 0 {}
-            assert_eq!(got, text);
+            assert_eq!(read_all(&mut open(size), |n| n % 3), text);
         }
+    }
+
+    #[test]
+    fn reading_goes_on_after_reading_as_a_reader() {
+        let text: Vec<u8> = (0..2 * BLOCK_BYTES + 99).map(|i| (i % 253) as u8).collect();
+        let mut ahead = ReadAhead::new(Box::new(io::Cursor::new(text.clone()))).unwrap();
+        let mut got = vec![0; 1000];
+        ahead.read_exact(&mut got).unwrap();
+        let mut bytes = Bytes::Ahead(ahead);
+        got.extend(read_all(&mut bytes, |_| 5));
+        assert_eq!(got, text);
     }
 
     #[test]
@@ -247,12 +379,12 @@ mod tests {
     #[test]
     fn an_error_reaches_the_reader_after_the_bytes_before_it() {
         let mut ahead = ReadAhead::new(Box::new(Failing { left: 100 })).unwrap();
-        let mut got = Vec::new();
-        let err = ahead.append(&mut got, 1000).unwrap_err();
+        let mut got = Unparsed::default();
+        let err = ahead.read_more(&mut got).unwrap_err();
         assert_eq!(err.to_string(), "disk on fire");
         // The bytes before the error were in the block that failed: they are not passed
         // on as if the input had ended there.
-        assert!(got.is_empty());
+        assert!(got.bytes().is_empty());
     }
 
     #[test]
@@ -264,7 +396,7 @@ mod tests {
             }
         }
         let mut ahead = ReadAhead::new(Box::new(Panicking)).unwrap();
-        let err = ahead.append(&mut Vec::new(), 10).unwrap_err();
+        let err = ahead.read_more(&mut Unparsed::default()).unwrap_err();
         assert!(err.to_string().contains("stopped unexpectedly"), "{err}");
     }
 
@@ -272,11 +404,11 @@ mod tests {
     fn dropping_it_early_stops_the_thread() {
         let endless = io::repeat(b'z');
         let mut ahead = ReadAhead::new(Box::new(endless)).unwrap();
-        let mut got = Vec::new();
-        ahead.append(&mut got, 10).unwrap();
+        let mut got = Unparsed::default();
+        ahead.read_more(&mut got).unwrap();
         drop(ahead);
         // Nothing to join: the thread's next send fails and it returns. What this holds
         // is that the drop neither waits for an endless input nor panics.
-        assert_eq!(got, b"zzzzzzzzzz");
+        assert_eq!(got.bytes(), vec![b'z'; BLOCK_BYTES]);
     }
 }

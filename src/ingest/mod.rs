@@ -1204,21 +1204,21 @@ impl<'c> Reader<'c> {
             InputFormat::Auto => None,
             forced => Some(forced),
         };
-        let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES);
+        let mut text = ahead::Unparsed::default();
         let mut next_line: u64 = 1;
         let mut first_read = true;
         let mut long: Option<LongLine> = None;
         let mut preset: Option<usize> = None;
         loop {
-            let eof = lines.append(&mut buf, CHUNK_BYTES)? == 0;
+            let eof = lines.read_more(&mut text)? == 0;
             if std::mem::take(&mut first_read) {
                 // A byte-order mark is no content: skipped before anything looks at the bytes.
-                if buf.starts_with(BOM) {
-                    buf.drain(..BOM.len());
+                if text.bytes().starts_with(BOM) {
+                    text.consume(BOM.len());
                 }
                 // A tool's log of JSON Lines is read by its preset, whatever keys it has.
                 if matches!(self.config.format, InputFormat::Auto | InputFormat::Jsonl) {
-                    let line = first_line(&buf);
+                    let line = first_line(text.bytes());
                     preset = self.presets.iter().position(|(p, _)| p.matches(line));
                     if preset.is_some() {
                         format = Some(InputFormat::Jsonl);
@@ -1229,11 +1229,11 @@ impl<'c> Reader<'c> {
                 let layout = match (&self.config.mapping, self.config.format) {
                     _ if preset.is_some() => Layout::Lines(Some(InputFormat::Jsonl)),
                     (Some(_), InputFormat::Auto) => Layout::Lines(None),
-                    _ => layout(&buf, eof, self.config.format),
+                    _ => layout(text.bytes(), eof, self.config.format),
                 };
                 match layout {
                     Layout::Documents(kind) => {
-                        let stream = std::io::Cursor::new(std::mem::take(&mut buf)).chain(lines);
+                        let stream = std::io::Cursor::new(text.into_vec()).chain(lines);
                         return self.read_documents(stream, file, kind, progress);
                     }
                     Layout::Lines(detected) => format = format.or(detected),
@@ -1241,16 +1241,15 @@ impl<'c> Reader<'c> {
             }
             // The rest of a line over the limit is dropped as it comes, never held.
             if let Some(l) = &mut long {
-                let end = memchr::memchr(b'\n', &buf);
+                let buf = text.bytes();
+                let end = memchr::memchr(b'\n', buf);
                 let part = &buf[..end.unwrap_or(buf.len())];
                 l.bytes += part.len() as u64;
                 l.blank &= is_blank(part);
                 match end {
-                    Some(i) => {
-                        buf.drain(..=i);
-                    }
+                    Some(i) => text.consume(i + 1),
                     None => {
-                        buf.clear();
+                        text.clear();
                         if !eof {
                             continue;
                         }
@@ -1262,15 +1261,16 @@ impl<'c> Reader<'c> {
                     let limit = max_line_bytes(self.config, format);
                     self.bad_line(file, l.line, too_long(l.bytes, limit))?;
                 }
-                if eof && buf.is_empty() {
+                if eof && text.bytes().is_empty() {
                     return Ok(());
                 }
             }
             // Only whole lines are parsed; the tail waits for the next read, or is the last line.
+            let buf = text.bytes();
             let end = if eof {
                 buf.len()
             } else {
-                match memchr::memrchr(b'\n', &buf) {
+                match memchr::memrchr(b'\n', buf) {
                     Some(i) => i + 1,
                     None => {
                         // A line longer than a chunk: keep reading, up to the limit.
@@ -1278,9 +1278,9 @@ impl<'c> Reader<'c> {
                             long = Some(LongLine {
                                 line: next_line,
                                 bytes: buf.len() as u64,
-                                blank: is_blank(&buf),
+                                blank: is_blank(buf),
                             });
-                            buf.clear();
+                            text.clear();
                         }
                         continue;
                     }
@@ -1315,7 +1315,7 @@ impl<'c> Reader<'c> {
                     };
                 }
             }
-            buf.drain(..end);
+            text.consume(end);
             self.parsed_text += end as u64;
             if let Some(parsed) = &mut self.parsed_as_stored {
                 *parsed += end as u64;
