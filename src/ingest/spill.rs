@@ -932,13 +932,20 @@ fn decode_block(d: &mut Decoder, events: &mut Vec<SpilledEvent>) -> Result<Heade
     events.reserve(count.min(((d.bytes.len() - d.at) / 5) as u64) as usize);
     let mut before = [None; 4];
     for _ in 0..count {
-        events.push(get_event(d, &mut before)?);
+        get_event(d, &mut before, events)?;
     }
     Ok(Header { run, id })
 }
 
-/// Decodes an event; `before` holds the strings of the event before it in its block.
-fn get_event(d: &mut Decoder, before: &mut [Option<TextAt>; 4]) -> Result<SpilledEvent, Stop> {
+/// Decodes an event onto the end of `events`; `before` holds the strings of the event
+/// before it in its block. Pushed here rather than returned: a returned event (168 bytes,
+/// in a `Result`) was built on the stack and copied into the vector, and those copies were
+/// 6 % of the samples of reading partitions back.
+fn get_event(
+    d: &mut Decoder,
+    before: &mut [Option<TextAt>; 4],
+    events: &mut Vec<SpilledEvent>,
+) -> Result<(), Stop> {
     let flags = d.varint()?;
     let has = |bit: u64| flags & bit != 0;
     let source = SourceRef {
@@ -996,10 +1003,11 @@ fn get_event(d: &mut Decoder, before: &mut [Option<TextAt>; 4]) -> Result<Spille
         hidden: has(HIDDEN),
         untimed: has(UNTIMED),
     };
-    Ok(SpilledEvent {
+    events.push(SpilledEvent {
         event: Event::new(source, 0, hop, timing, fields),
         strings,
-    })
+    });
+    Ok(())
 }
 
 /// The spilled events of a run: the temporary directory and the partitions in it.
