@@ -287,6 +287,11 @@ impl Partitioned {
     }
 }
 
+/// How many blocks ahead of the one interned its own bytes are loaded
+/// ([`spill::Block::prefetch_own`]): before the first step of loading its strings
+/// ([`LOOK_AHEAD`]) reads them.
+const OWN_AHEAD: usize = 4 * LOOK_AHEAD;
+
 /// Batches of a spill file decoded ahead of the one being interned.
 const BATCHES_AHEAD: usize = 2;
 
@@ -356,7 +361,13 @@ fn read_part(
             for block in blocks.iter().take(LOOK_AHEAD) {
                 block.prefetch(&into.strings, Step::Slot);
             }
+            for block in blocks.iter().take(OWN_AHEAD) {
+                block.prefetch_own();
+            }
             for (i, block) in blocks.iter().enumerate() {
+                if let Some(far) = blocks.get(i + OWN_AHEAD) {
+                    far.prefetch_own();
+                }
                 for (ahead, step) in PREFETCH_STEPS {
                     if let Some(next) = blocks.get(i + ahead) {
                         next.prefetch(&into.strings, step);

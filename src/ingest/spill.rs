@@ -528,6 +528,19 @@ struct SpilledEvent {
 }
 
 impl Block<'_> {
+    /// Starts loading the block's own first event and its ID's text, which the decoding
+    /// thread wrote on the other core: [`Block::prefetch`] reads them to know what to load,
+    /// and waited on them (a fifth of the interning loop's samples, on one compare).
+    pub fn prefetch_own(&self) {
+        if let Some(first) = self.events.first() {
+            crate::model::prefetch(first);
+            crate::model::prefetch(&first.strings);
+        }
+        if let Some(byte) = self.id.as_bytes().first() {
+            crate::model::prefetch(byte);
+        }
+    }
+
     /// Starts loading the table slots of the block's ID and of its first event's strings
     /// (the events after it mostly repeat them).
     pub fn prefetch(&self, strings: &Interner, step: Step) {
