@@ -203,10 +203,7 @@ impl ReadAhead {
             bytes[start..HEADROOM].copy_from_slice(tail);
             bytes.truncate(HEADROOM + len);
             let parsed = std::mem::replace(text, Unparsed { bytes, start });
-            // The text's own first buffer was never a block.
-            if parsed.bytes.capacity() >= HEADROOM + BLOCK_BYTES {
-                self.give_back(parsed.bytes);
-            }
+            self.give_back(parsed.bytes);
         } else {
             text.extend(block.data());
             self.give_back(block.bytes);
@@ -233,10 +230,15 @@ impl ReadAhead {
     }
 
     /// Back to the thread, to be filled again (as long as it reads: a thread that has
-    /// ended takes no more, and the block is freed here). A block that grew while a long
-    /// line was joined in it (OTLP lines may be 64 MiB) is replaced by a new one: its
-    /// pages would stay in memory, and in time every block could have grown so.
+    /// ended takes no more, and the block is freed here). A buffer smaller than a block
+    /// was never one (the text's first, the reader's empty first block) and is dropped:
+    /// the thread has as many as it made. A block that grew while a long line was joined
+    /// in it (OTLP lines may be 64 MiB) is replaced by a new one: its pages would stay in
+    /// memory, and in time every block could have grown so.
     fn give_back(&self, mut bytes: Vec<u8>) {
+        if bytes.capacity() < HEADROOM + BLOCK_BYTES {
+            return;
+        }
         if bytes.capacity() > HEADROOM + BLOCK_BYTES {
             bytes = vec![0; HEADROOM + BLOCK_BYTES];
         }
@@ -250,9 +252,7 @@ impl ReadAhead {
         if self.at == self.current.len {
             if let Some(next) = self.next_block()? {
                 let used = std::mem::replace(&mut self.current, next);
-                if used.bytes.len() >= HEADROOM + BLOCK_BYTES {
-                    self.give_back(used.bytes);
-                }
+                self.give_back(used.bytes);
                 self.at = 0;
             }
         }
