@@ -654,24 +654,25 @@ const PREFETCH_STEPS: [(usize, Step); 3] = [
 ];
 
 /// What parsing a line gave, before it is kept: made ready for keeping on the parse
-/// thread ([`ParsedLine::hashed`]), or, once spilling began, spilled there.
-trait ParsedLine: Send {
+/// thread ([`ParsedLine::hashed`]), or, once spilling began, spilled there. `'a`: the
+/// text it was parsed from.
+trait ParsedLine<'a>: Send {
     /// The same, ready to be kept: its strings hashed for interning.
     type Hashed: LookAhead + Send;
 
     /// Whether lines of this kind are spilled as they are read once spilling began: what
-    /// keeping them does is all in [`ParsedLine::for_each_attempt`] and
+    /// keeping them does is all in [`ParsedLine::spill_events`] and
     /// [`ParsedLine::passed`].
     const SPILLS_AS_READ: bool;
 
     fn hashed(self) -> Self::Hashed;
 
-    /// Hands each of its attempts to `each`, in order: a checked line, and when it is one
-    /// of a request's attempts at the gateway, which one.
-    fn for_each_attempt<'s>(
-        &'s self,
-        _each: impl FnMut(&'s CheckedLine<'s>, Option<GatewayAttempt>),
-    ) {
+    /// Hands each of its attempts to `each` as it is spilled, in order, the line read at
+    /// `source`.
+    fn spill_events(self, _source: SourceRef, _each: impl FnMut(spill::LineEvent<'a>))
+    where
+        Self: Sized,
+    {
     }
 
     /// A line of a tool's log passed by as not attempts (counted, see [`Reader::passed`]).
@@ -680,7 +681,7 @@ trait ParsedLine: Send {
     }
 }
 
-impl<'a> ParsedLine for CheckedLine<'a> {
+impl<'a> ParsedLine<'a> for CheckedLine<'a> {
     type Hashed = HashedLine<'a>;
     const SPILLS_AS_READ: bool = true;
 
@@ -688,15 +689,13 @@ impl<'a> ParsedLine for CheckedLine<'a> {
         HashedLine::new(self)
     }
 
-    fn for_each_attempt<'s>(
-        &'s self,
-        mut each: impl FnMut(&'s CheckedLine<'s>, Option<GatewayAttempt>),
-    ) {
-        each(self, None);
+    #[inline]
+    fn spill_events(self, source: SourceRef, mut each: impl FnMut(spill::LineEvent<'a>)) {
+        each(spill_event(self, None, source));
     }
 }
 
-impl<'a> ParsedLine for preset::Read<CheckedLine<'a>> {
+impl<'a> ParsedLine<'a> for preset::Read<CheckedLine<'a>> {
     type Hashed = preset::Read<HashedLine<'a>>;
     const SPILLS_AS_READ: bool = true;
 
@@ -704,14 +703,13 @@ impl<'a> ParsedLine for preset::Read<CheckedLine<'a>> {
         self.map(HashedLine::new)
     }
 
-    fn for_each_attempt<'s>(
-        &'s self,
-        mut each: impl FnMut(&'s CheckedLine<'s>, Option<GatewayAttempt>),
-    ) {
+    fn spill_events(self, source: SourceRef, mut each: impl FnMut(spill::LineEvent<'a>)) {
         match self {
-            preset::Read::Attempt(line) => each(line, None),
+            preset::Read::Attempt(line) => each(spill_event(line, None, source)),
             preset::Read::GatewayAttempts { last, count } => {
-                GatewayAttempt::all(*count).for_each(|attempt| each(last, Some(attempt)));
+                for attempt in GatewayAttempt::all(count) {
+                    each(spill_event(last.clone(), Some(attempt), source));
+                }
             }
             preset::Read::Passed => {}
         }
@@ -723,7 +721,7 @@ impl<'a> ParsedLine for preset::Read<CheckedLine<'a>> {
 }
 
 /// Spans are resolved once all are read ([`Reader::push_spans`]), never spilled as read.
-impl ParsedLine for MappedSpans {
+impl ParsedLine<'_> for MappedSpans {
     type Hashed = MappedSpans;
     const SPILLS_AS_READ: bool = false;
 
@@ -830,27 +828,22 @@ fn fields_of(line: &CheckedLine, gateway: Option<GatewayAttempt>) -> EventFields
 
 /// A line as a spill file holds it, from line `source`: the event reading would keep (its
 /// strings apart) and its operation's key and strings as text.
-fn spill_event<'a>(
-    line: &'a CheckedLine,
+#[inline]
+fn spill_event(
+    line: CheckedLine<'_>,
     gateway: Option<GatewayAttempt>,
     source: SourceRef,
-) -> spill::LineEvent<'a> {
+) -> spill::LineEvent<'_> {
     spill::LineEvent {
-        run: line.test_run_id.as_deref(),
-        id: &line.operation_id,
         event: spill::EventParts {
             source,
             hop: line.hop,
             timing: line.timing,
-            fields: fields_of(line, gateway),
+            fields: fields_of(&line, gateway),
         },
-        texts: [
-            &line.target,
-            &line.message_id,
-            &line.span_id,
-            &line.parent_id,
-        ]
-        .map(|s| s.as_deref()),
+        run: line.test_run_id,
+        id: line.operation_id,
+        texts: [line.target, line.message_id, line.span_id, line.parent_id],
     }
 }
 
@@ -1348,7 +1341,7 @@ impl<'c> Reader<'c> {
     ///
     /// `keep` runs on one thread, in line order; while it takes one batch, the next one is
     /// parsed on the other cores, so that neither waits for the other.
-    fn chunk_lines<'b, P: ParsedLine + 'b>(
+    fn chunk_lines<'b, P: ParsedLine<'b> + 'b>(
         &mut self,
         file: File,
         chunk: &Chunk<'b>,
@@ -1380,27 +1373,29 @@ impl<'c> Reader<'c> {
                 attempts: 0,
             };
             // Reserved whole: grown by doubling, its moves were a tenth of reading.
-            let mut parsed: Vec<(u64, P)> = Vec::with_capacity(stretch.len());
+            let mut events = Vec::with_capacity(stretch.len());
             for line in stretch {
-                match parse_line(line) {
-                    Ok(value) => parsed.push((line.0, value)),
-                    Err(message) => out.bad.push((line.0, message)),
-                }
-            }
-            let mut events = Vec::with_capacity(parsed.len());
-            for (n, value) in &parsed {
+                let value = match parse_line(line) {
+                    Ok(value) => value,
+                    Err(message) => {
+                        out.bad.push((line.0, message));
+                        continue;
+                    }
+                };
                 out.passed += u64::from(value.passed());
-                value.for_each_attempt(|line, gateway| {
+                value.spill_events(source(line.0), |event| {
                     out.attempts += 1;
-                    let latest = line.timing.latest_ms();
-                    let (run, id) = (line.test_run_id.as_deref(), &line.operation_id);
-                    if to.partition.is_some_and(|p| !p.owns(run, id)) {
+                    let latest = event.event.timing.latest_ms();
+                    if to
+                        .partition
+                        .is_some_and(|p| !p.owns(event.run.as_deref(), &event.id))
+                    {
                         let elsewhere = out.latest_elsewhere_ms.get_or_insert(0.0);
                         *elsewhere = elsewhere.max(latest);
                         return;
                     }
                     out.latest_ms = out.latest_ms.max(latest);
-                    events.push(spill_event(line, gateway, source(*n)));
+                    events.push(event);
                 });
             }
             out.encoded = spill::encode_lines(to.router, &events);

@@ -31,6 +31,7 @@
 //! and 72 in memory (its strings apart). The files live only as long as the run, so the
 //! encoding has no version: the same binary writes and reads them.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -301,12 +302,13 @@ impl Parts {
 }
 
 /// An event of a line just parsed, for [`encode_lines`]: its operation's key, the event's
-/// parts (its string fields empty) and its strings as text.
+/// parts (its string fields empty) and its strings as text, taken from the parsed line
+/// (which is then gone: kept until its events were encoded, it was copied once more).
 pub struct LineEvent<'a> {
-    pub run: Option<&'a str>,
-    pub id: &'a str,
+    pub run: Option<Cow<'a, str>>,
+    pub id: Cow<'a, str>,
     pub event: EventParts,
-    pub texts: [Option<&'a str>; 4],
+    pub texts: [Option<Cow<'a, str>>; 4],
 }
 
 /// What an event's encoding reads: an [`Event`]'s parts, unpacked. A line spilled as it is
@@ -357,9 +359,10 @@ pub fn encode_lines(router: Router, lines: &[LineEvent]) -> Encoded {
     assert!(lines.len() < 1 << 22 && (MAX_PARTITIONS as usize) < 1 << 20);
     for (i, line) in lines.iter().enumerate() {
         let next = group_parts.len() as u32;
-        let group = *groups.entry((line.run, line.id)).or_insert(next);
+        let (run, id) = (line.run.as_deref(), &*line.id);
+        let group = *groups.entry((run, id)).or_insert(next);
         if group == next {
-            group_parts.push(router.part_of(line.run, line.id));
+            group_parts.push(router.part_of(run, id));
             counts.push(0);
         }
         counts[group as usize] += 1;
@@ -390,10 +393,16 @@ pub fn encode_lines(router: Router, lines: &[LineEvent]) -> Encoded {
                 }
             }
             current = Some(group);
-            put_block_header(&mut out.bytes, line.run, line.id, counts[group as usize]);
+            put_block_header(
+                &mut out.bytes,
+                line.run.as_deref(),
+                &line.id,
+                counts[group as usize],
+            );
             before = [None; 4];
         }
-        put_event(&mut out.bytes, &line.event, line.texts, &mut before);
+        let texts = line.texts.each_ref().map(|t| t.as_deref());
+        put_event(&mut out.bytes, &line.event, texts, &mut before);
         part_events += 1;
     }
     if let Some(last) = current.map(|g| group_parts[g as usize]) {
