@@ -294,31 +294,32 @@ impl Pass {
     }
 
     /// Concatenates the workers' passes in order, each list allocated once at its final
-    /// size, and merges their statistics.
+    /// size, and merges their statistics, the two at once (each takes one core).
     fn concat(parts: Vec<Worker>, hops: usize) -> Pass {
-        let mut out = Pass::new(hops);
-        out.pending
-            .reserve_exact(parts.iter().map(|p| p.pass.pending.len()).sum());
-        out.retries
-            .reserve_exact(parts.iter().map(|p| p.pass.retries.len()).sum());
-        let mut stats = Vec::with_capacity(parts.len());
-        for Worker {
-            mut pass,
-            stats: worker_stats,
-            ..
-        } in parts
-        {
-            stats.push(worker_stats);
-            out.pending.append(&mut pass.pending);
-            out.retries.append(&mut pass.retries);
-            out.duplicates.append(&mut pass.duplicates);
-            out.problems.append(&mut pass.problems);
-            out.deferred.append(&mut pass.deferred);
-            add_counts(&mut out.unfinished_per_hop, &pass.unfinished_per_hop);
-            add_counts(&mut out.orphans_per_hop, &pass.orphans_per_hop);
-            out.duplicate_effects += pass.duplicate_effects;
-        }
-        out.stats = StatsBuilder::finish(stats, hops);
+        let (passes, stats): (Vec<Pass>, Vec<StatsBuilder>) =
+            parts.into_iter().map(|w| (w.pass, w.stats)).unzip();
+        let (mut out, stats) = rayon::join(
+            || {
+                let mut out = Pass::new(hops);
+                out.pending
+                    .reserve_exact(passes.iter().map(|p| p.pending.len()).sum());
+                out.retries
+                    .reserve_exact(passes.iter().map(|p| p.retries.len()).sum());
+                for mut pass in passes {
+                    out.pending.append(&mut pass.pending);
+                    out.retries.append(&mut pass.retries);
+                    out.duplicates.append(&mut pass.duplicates);
+                    out.problems.append(&mut pass.problems);
+                    out.deferred.append(&mut pass.deferred);
+                    add_counts(&mut out.unfinished_per_hop, &pass.unfinished_per_hop);
+                    add_counts(&mut out.orphans_per_hop, &pass.orphans_per_hop);
+                    out.duplicate_effects += pass.duplicate_effects;
+                }
+                out
+            },
+            || StatsBuilder::finish(stats, hops),
+        );
+        out.stats = stats;
         out
     }
 }
