@@ -680,6 +680,7 @@ pub struct OperationKey {
 pub type KeyRef<'a> = (Option<&'a str>, &'a str);
 
 impl OperationKey {
+    #[cfg(test)]
     pub fn key_ref(&self) -> KeyRef<'_> {
         (self.test_run_id.as_deref(), &self.operation_id)
     }

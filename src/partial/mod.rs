@@ -61,7 +61,7 @@ pub struct Partial {
 pub enum Rows {
     Memory(Vec<Row>),
     File(format::FileRows),
-    /// Written aside by a spilled run ([`Partial::spill`]).
+    /// Written aside by a spilled run ([`build`]).
     Spilled(format::SpilledRows),
 }
 
@@ -137,29 +137,15 @@ fn sorted_at_hop(points: &[(u16, RetryPoint)], hop: u16) -> Vec<RetryPoint> {
     at_hop
 }
 
-/// The file of the rows that [`Partial::spill`] (or [`build`]) sets aside under `name`.
+/// The file of the rows that [`build`] sets aside under `name`.
 fn rows_path(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     dir.join(format!("{name}-rows"))
 }
 
-impl Partial {
-    /// Moves the rows and retry starts held in memory to new files in `dir`, named after
-    /// `name`, for the merge to read back: a spilled run holds no partition's rows and
-    /// only one hop's retry starts at a time.
-    pub fn spill(&mut self, dir: &std::path::Path, name: &str) -> Result<()> {
-        let hops = self.rules.rules()?.hops;
-        if let Rows::Memory(rows) = &self.rows {
-            let keyed = rows.iter().map(|r| (r.key.key_ref(), &r.pending));
-            let path = rows_path(dir, name);
-            self.rows = Rows::Spilled(format::SpilledRows::write(keyed, &hops, &path)?);
-        }
-        if let Retries::Memory(points) = &self.retries {
-            let stem = dir.join(format!("{name}-retries"));
-            self.retries =
-                Retries::Spilled(format::SpilledRetries::write(points, hops.len(), &stem)?);
-        }
-        Ok(())
-    }
+/// Where the files of the retry starts that [`build`] sets aside under `name` are: one per
+/// hop, this path with the hop's index as extension.
+fn retries_stem(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    dir.join(format!("{name}-retries"))
 }
 
 /// One operation's row before bursts are known.
@@ -431,7 +417,8 @@ pub fn analyze_attempts(
 /// [`Ingested::free_events`]). `global`: this input is all the input (else operations
 /// with an unfinished attempt are deferred to the merge, which knows where all the input
 /// ends). `spill_to`: a directory and a name under which its rows and retry starts are
-/// set aside, as [`Partial::spill`] does (the rows go there straight from the pass).
+/// set aside for the merge to read back (straight from the pass, never held as rows): a
+/// spilled run holds no partition's rows and only one hop's retry starts at a time.
 pub fn build(
     ingested: &mut Ingested,
     rules: &Rules,
@@ -445,22 +432,18 @@ pub fn build(
         &mut ingested.diagnostics,
         Diagnostics::new(BadInputPolicy::Report),
     );
-    let rows_to = spill_to.map(|(dir, name)| rows_path(dir, name));
-    let mut partial = from_pass(pass, ingested, rules, &diagnostics, rows_to.as_deref())?;
-    if let Some((dir, name)) = spill_to {
-        partial.spill(dir, name)?;
-    }
-    Ok(partial)
+    from_pass(pass, ingested, rules, &diagnostics, spill_to)
 }
 
 /// Turns a pass over `ingested`'s operations into a partial: rows keyed and sorted, retry
-/// starts and kept operations pointing at row positions, strings resolved.
+/// starts and kept operations pointing at row positions, strings resolved; with
+/// `spill_to`, the rows and retry starts written there (see [`build`]).
 fn from_pass(
     pp: PartitionPass,
     ingested: &Ingested,
     rules: &Rules,
     diagnostics: &Diagnostics,
-    rows_to: Option<&std::path::Path>,
+    spill_to: Option<(&std::path::Path, &str)>,
 ) -> Result<Partial> {
     let PartitionPass {
         mut pass,
@@ -493,15 +476,14 @@ fn from_pass(
             pending: p.clone(),
         }
     };
-    let retries = Retries::Memory(
-        pass.retries
-            .into_iter()
-            .map(|(hop, mut point)| {
-                point.op = position[point.op as usize];
-                (hop, point)
-            })
-            .collect(),
-    );
+    let retries: Vec<(u16, RetryPoint)> = pass
+        .retries
+        .into_iter()
+        .map(|(hop, mut point)| {
+            point.op = position[point.op as usize];
+            (hop, point)
+        })
+        .collect();
     let resolve = |s: Sym| ingested.strings.resolve(s).to_string();
     let kept = kept
         .into_iter()
@@ -520,13 +502,19 @@ fn from_pass(
         .collect();
     deferred.sort_by(|a, b| a.key.cmp(&b.key));
 
-    let rows = match rows_to {
-        Some(path) => {
+    let hops = rules.hops.len();
+    let (rows, retries) = match spill_to {
+        Some((dir, name)) => {
             let keyed = order.iter().map(|&i| {
                 let (op, p) = &pending[i as usize];
                 (ingested.key_ref(*op), p)
             });
-            Rows::Spilled(format::SpilledRows::write(keyed, &rules.hops, path)?)
+            // Each on a core of its own: one after the other, each left the other idle.
+            let (rows, retries) = rayon::join(
+                || format::SpilledRows::write(keyed, &rules.hops, &rows_path(dir, name)),
+                || format::SpilledRetries::write(&retries, hops, &retries_stem(dir, name)),
+            );
+            (Rows::Spilled(rows?), Retries::Spilled(retries?))
         }
         None => {
             let mut slots: Vec<Option<(u32, Pending)>> = pending.into_iter().map(Some).collect();
@@ -537,13 +525,13 @@ fn from_pass(
                     pending,
                 }
             };
-            Rows::Memory(order.iter().map(|&i| row(i)).collect())
+            let rows = Rows::Memory(order.iter().map(|&i| row(i)).collect());
+            (rows, Retries::Memory(retries))
         }
     };
 
     let mut duplicates = pass.duplicates;
     duplicates.sort_unstable();
-    let hops = rules.hops.len();
     let mut unfinished_per_hop = pass.unfinished_per_hop;
     let mut orphans_per_hop = pass.orphans_per_hop;
     unfinished_per_hop.resize(hops, 0);
