@@ -195,8 +195,9 @@ pub fn prefetch<T>(value: &T) {
 
 /// Equality of byte strings, for the short ones compared on every line (keys, hop names,
 /// IDs against the interned ones): up to 16 bytes without a call into the C library's
-/// `memcmp`, whose call costs more than such a compare.
-#[inline]
+/// `memcmp`, whose call costs more than such a compare. Always inline: see
+/// `jsonl::flat::KeyToken::starts`.
+#[inline(always)]
 pub fn short_eq(a: &[u8], b: &[u8]) -> bool {
     fn word(bytes: &[u8], at: usize) -> u64 {
         u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
