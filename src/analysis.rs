@@ -653,3 +653,43 @@ fn worst_of(pending: &[(u32, Pending)], n: usize, ingested: &Ingested) -> Vec<u3
     all.sort_by(by_worst);
     all.into_iter().map(|p| p.0).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The operations each worker of [`in_pieces`] was handed, in order, and the room it
+    /// reserved for its rows.
+    fn pieces(n: usize) -> Vec<(Vec<u32>, usize)> {
+        let workers = in_pieces(n, 3, |worker, op| {
+            worker.pass.deferred.push((op as u32, Vec::new()));
+        });
+        workers
+            .into_iter()
+            .map(|w| {
+                let ops = w.pass.deferred.iter().map(|&(op, _)| op).collect();
+                (ops, w.pass.pending.capacity())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pieces_hand_each_operation_once_in_order_to_workers_with_room_for_their_rows() {
+        for n in [0, 1, 1023, 1024, 1025, 70_001, 1_000_003] {
+            let workers = pieces(n);
+            let handed: Vec<u32> = workers.iter().flat_map(|(ops, _)| ops.clone()).collect();
+            assert_eq!(
+                handed,
+                (0..n as u32).collect::<Vec<u32>>(),
+                "{n} operations"
+            );
+            assert!(workers.len() <= 64, "{n}: {} workers", workers.len());
+            for (i, (ops, room)) in workers.iter().enumerate() {
+                assert!(*room >= ops.len(), "{n}: piece {i} grew its rows");
+                if i + 1 < workers.len() {
+                    assert!(ops.len() >= MIN_OPS_PER_WORKER, "{n}: piece {i} too small");
+                }
+            }
+        }
+    }
+}
