@@ -302,8 +302,9 @@ impl Parts {
 }
 
 /// An event of a line just parsed, for [`encode_lines`]: its operation's key, the event's
-/// parts (its string fields empty) and its strings as text, taken from the parsed line
-/// (which is then gone: kept until its events were encoded, it was copied once more).
+/// parts (its string fields empty) and its strings as text. It owns the strings, taken
+/// from the parsed line, so that the line can be dropped as soon as it is parsed: kept
+/// until its events were encoded, each line (240 bytes) was copied once more.
 pub struct LineEvent<'a> {
     pub run: Option<Cow<'a, str>>,
     pub id: Cow<'a, str>,
