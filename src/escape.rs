@@ -188,6 +188,20 @@ pub fn csv_cell(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// Whether a CSV text cell needs nothing done: [`csv_cell`] leaves it as it is, and CSV
+/// need not quote it (not empty, printable ASCII without a comma or a quote, not starting
+/// with a formula character). One pass over the bytes, for the rows' writer.
+pub fn csv_plain(text: &str) -> bool {
+    let plain = text.bytes().fold(true, |all, b| {
+        all & (0x20..0x7f).contains(&b) & (b != b',') & (b != b'"')
+    });
+    plain
+        && text
+            .as_bytes()
+            .first()
+            .is_some_and(|&b| !FORMULA_STARTS.contains(&char::from(b)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
