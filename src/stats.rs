@@ -97,11 +97,21 @@ impl Default for LatencySketch {
 
 impl LatencySketch {
     /// Records one latency, rounded to the microsecond (negative ones count as 0).
+    #[cfg(test)]
     pub fn record_ms(&mut self, ms: Millis) {
-        let us = (ms * 1000.0).round().clamp(0.0, LATENCY_MAX_US);
+        self.record_us(LatencySketch::us_of(ms));
+    }
+
+    /// A latency as recorded: rounded to the microsecond, negative ones as 0.
+    fn us_of(ms: Millis) -> u64 {
+        (ms * 1000.0).round().clamp(0.0, LATENCY_MAX_US) as u64
+    }
+
+    /// Records one latency of [`LatencySketch::us_of`].
+    fn record_us(&mut self, us: u64) {
         // Auto-resizing to any value up to LATENCY_MAX_US cannot fail on a 64-bit target.
         self.0
-            .record(us as u64)
+            .record(us)
             .expect("the histogram grows to any clamped latency");
     }
 
@@ -443,13 +453,15 @@ impl AttemptStats {
     /// that [`StatsBuilder`], which the passes use, is tested against.
     #[cfg(test)]
     pub fn add(&mut self, a: &Attempt, role: Role) {
-        self.count(a, role);
+        if let Some(us) = self.count(a, role) {
+            self.hops[a.hop as usize].latency_us.record_us(us);
+        }
         self.over_time.add(a.start_ms, series_of(a.hop, role), 1);
     }
 
-    /// Counts one attempt in everything but the time histogram: its start is counted there
-    /// by the caller (see [`StatsBuilder`]).
-    fn count(&mut self, a: &Attempt, role: Role) {
+    /// Counts one attempt in everything but its latency, which it returns, and the time
+    /// histogram: the caller records those (see [`StatsBuilder`]).
+    fn count(&mut self, a: &Attempt, role: Role) -> Option<u64> {
         let hop = &mut self.hops[a.hop as usize];
         let counts = &mut hop.counts;
         match role {
@@ -463,14 +475,12 @@ impl AttemptStats {
                 counts.repeats_succeeded += u64::from(outcome.is_success());
             }
         }
-        if let Some(d) = a.duration_ms() {
-            hop.latency_us.record_ms(d);
-        }
         let ms = whole_ms(a.start_ms);
         self.start_range = Some(match self.start_range {
             None => (ms, ms),
             Some((first, last)) => (first.min(ms), last.max(ms)),
         });
+        a.duration_ms().map(LatencySketch::us_of)
     }
 
     /// Counts a logical operation whose first attempt started at `ms` (one of the starts
@@ -567,10 +577,17 @@ impl AttemptStats {
 /// again each time its starts outgrew it, at 1 ms resolution first, then coarser, and each
 /// worker's was laid out again as they were merged: a 1 M-operation run allocated and
 /// zeroed 860 MB in 714 layouts. The list costs 16 bytes a start, freed with the pass.
+///
+/// Latencies likewise wait in a list per hop and go into one sketch per hop at the end:
+/// a sketch per worker and hop was grown each time a larger latency came (its counts
+/// copied), and merged counter by counter, about a twentieth of a partition's instructions
+/// between them for a few thousand latencies each.
 pub struct StatsBuilder {
     stats: AttemptStats,
     /// The whole ms and the series of each start counted, in no particular order.
     starts: Vec<(i64, u32)>,
+    /// Per hop, the latencies counted ([`LatencySketch::us_of`]), in no particular order.
+    latencies_us: Vec<Vec<u64>>,
 }
 
 impl StatsBuilder {
@@ -578,12 +595,15 @@ impl StatsBuilder {
         StatsBuilder {
             stats: AttemptStats::new(hops),
             starts: Vec::new(),
+            latencies_us: vec![Vec::new(); hops],
         }
     }
 
     /// Counts one attempt, which had this role in its line.
     pub fn add(&mut self, a: &Attempt, role: Role) {
-        self.stats.count(a, role);
+        if let Some(us) = self.stats.count(a, role) {
+            self.latencies_us[a.hop as usize].push(us);
+        }
         self.starts
             .push((whole_ms(a.start_ms), series_of(a.hop, role) as u32));
     }
@@ -604,6 +624,11 @@ impl StatsBuilder {
         }
         let starts: Vec<&[(i64, u32)]> = builders.iter().map(|b| b.starts.as_slice()).collect();
         out.over_time.add_all(&starts);
+        for (h, hop) in out.hops.iter_mut().enumerate() {
+            for us in builders.iter().flat_map(|b| &b.latencies_us[h]) {
+                hop.latency_us.record_us(*us);
+            }
+        }
         out
     }
 }
