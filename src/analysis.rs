@@ -10,12 +10,12 @@ pub mod tally;
 use rayon::prelude::*;
 
 use crate::burst::{Burst, RetryPoint};
-use crate::classify::{classify, findings, operation_facts, Class, Finding, FindingKind, Role};
+use crate::classify::{classify, findings, Class, Finding, FindingKind, OperationFacts, Role};
 use crate::diagnostics::Diagnostics;
-use crate::group::{build_tree, Parent, Tree};
+use crate::group::{Parent, Tree, TreeBuilder};
 use crate::ingest::Ingested;
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
-use crate::normalize::{normalize_operation, ByOperation};
+use crate::normalize::{normalize_operation, ByOperation, Normalized, Normalizer};
 use crate::rules::Rules;
 use crate::stats::{AttemptStats, StatsBuilder};
 use tally::Tally;
@@ -256,6 +256,14 @@ struct Worker {
     stats: StatsBuilder,
     /// Reused between operations: their events, gathered and sorted.
     scratch: Vec<Event>,
+    /// Reused between operations: each one's tree, built in the memory of the one before.
+    tree: Tree,
+    trees: TreeBuilder,
+    /// Reused between operations: each one's facts, in the lists of the one before.
+    facts: OperationFacts,
+    /// Reused between operations: each one's attempts, normalized.
+    normalized: Normalized,
+    normalizer: Normalizer,
 }
 
 /// Whether the partition knows where the whole trace ends. Unfinished attempts are active
@@ -333,21 +341,29 @@ impl Worker {
             pass,
             stats: StatsBuilder::new(hops),
             scratch: Vec::new(),
+            tree: Tree::default(),
+            trees: TreeBuilder::default(),
+            facts: OperationFacts::default(),
+            normalized: Normalized::default(),
+            normalizer: Normalizer::default(),
         }
     }
 
     /// Runs normalize → group → classify on one operation and keeps what is needed.
     /// `events`: the operation's events in canonical order.
     fn add_operation(&mut self, op: u32, events: &[Event], rules: &Rules, trace_end: TraceEnd) {
-        let mut normalized = normalize_operation(events);
+        // Taken for the call, put back after: `add_attempts` borrows the whole worker.
+        let mut normalized = std::mem::take(&mut self.normalized);
+        self.normalizer.normalize(events, &mut normalized);
         self.pass.duplicates.append(&mut normalized.duplicates);
         self.pass.problems.append(&mut normalized.problems);
         let unfinished = normalized.attempts.iter().any(|a| a.finish_ms.is_none());
         if unfinished && matches!(trace_end, TraceEnd::Local(_)) {
-            self.pass.deferred.push((op, normalized.attempts));
-            return;
+            self.pass.deferred.push((op, normalized.attempts.clone()));
+        } else {
+            self.add_attempts(op, &normalized.attempts, rules, trace_end.ms());
         }
-        self.add_attempts(op, &normalized.attempts, rules, trace_end.ms());
+        self.normalized = normalized;
     }
 
     /// Runs group → classify on one operation's attempts (in canonical order).
@@ -356,8 +372,11 @@ impl Worker {
             return; // every event of it was a problem: no operation to report
         }
         let pass = &mut self.pass;
-        let tree = build_tree(attempts, rules, trace_end_ms);
-        let facts = operation_facts(attempts, &tree, rules, trace_end_ms);
+        self.trees
+            .build(&mut self.tree, attempts, rules, trace_end_ms);
+        let tree = &self.tree;
+        self.facts.fill(attempts, tree, rules, trace_end_ms);
+        let facts = &self.facts;
         for (a, role) in attempts.iter().zip(&facts.roles) {
             self.stats.add(a, *role);
         }
@@ -376,15 +395,15 @@ impl Worker {
         pass.pending.push((
             op,
             Pending {
-                class_without_burst: classify(&facts, false),
-                class_in_burst: classify(&facts, true),
+                class_without_burst: classify(facts, false),
+                class_in_burst: classify(facts, true),
                 first_multiplying_hop: facts.first_multiplying_hop,
                 funnel: facts.hops.iter().map(|h| h.attempts).collect(),
-                findings: findings(&facts, &[]),
+                findings: findings(facts, &[]),
                 first_start_ms: facts.first_start_ms,
                 last_finish_ms: facts.last_finish_ms,
                 overlap_ms: facts.overlap_ms,
-                final_outcome: FinalOutcome::of(attempts, &tree),
+                final_outcome: FinalOutcome::of(attempts, tree),
             },
         ));
     }

@@ -238,7 +238,7 @@ pub struct RetryStart {
 }
 
 /// Everything the per-operation rules found, before bursts are known.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct OperationFacts {
     pub hops: Vec<HopFacts>,
     pub first_multiplying_hop: Option<u16>,
@@ -262,10 +262,61 @@ pub fn operation_facts(
     rules: &Rules,
     trace_end_ms: Millis,
 ) -> OperationFacts {
-    let mut hops = vec![HopFacts::default(); rules.hops.len()];
-    let mut roles = vec![Role::Original; attempts.len()];
-    let mut retry_starts = Vec::new();
+    let mut facts = OperationFacts::default();
+    facts.fill(attempts, tree, rules, trace_end_ms);
+    facts
+}
 
+impl OperationFacts {
+    /// Makes these the facts of one operation (as [`operation_facts`]), whatever they held,
+    /// in the memory of their lists: a worker of the pass keeps one for all its operations
+    /// (see `group::TreeBuilder`).
+    pub fn fill(&mut self, attempts: &[Attempt], tree: &Tree, rules: &Rules, trace_end_ms: Millis) {
+        let OperationFacts {
+            hops,
+            roles,
+            retry_starts,
+            ..
+        } = self;
+        hops.clear();
+        hops.resize(rules.hops.len(), HopFacts::default());
+        roles.clear();
+        roles.resize(attempts.len(), Role::Original);
+        retry_starts.clear();
+        let (overlap_ms, first_multiplying_hop) = rule_facts(
+            attempts,
+            tree,
+            rules,
+            trace_end_ms,
+            hops,
+            roles,
+            retry_starts,
+        );
+        self.first_multiplying_hop = first_multiplying_hop;
+        self.overlap_ms = overlap_ms;
+        self.first_start_ms = attempts
+            .iter()
+            .map(|a| a.start_ms)
+            .fold(Millis::INFINITY, Millis::min);
+        self.last_finish_ms = attempts
+            .iter()
+            .filter_map(|a| a.finish_ms)
+            .reduce(Millis::max);
+    }
+}
+
+/// The rules' findings per hop, each attempt's role and the retry starts, into the lists
+/// given (emptied and sized by the caller); the operation's overlap and first multiplying
+/// hop returned.
+fn rule_facts(
+    attempts: &[Attempt],
+    tree: &Tree,
+    rules: &Rules,
+    trace_end_ms: Millis,
+    hops: &mut [HopFacts],
+    roles: &mut [Role],
+    retry_starts: &mut Vec<RetryStart>,
+) -> (Millis, Option<u16>) {
     for a in attempts {
         let h = &mut hops[a.hop as usize];
         h.attempts += 1;
@@ -351,22 +402,8 @@ pub fn operation_facts(
         h.overlap_ms = h.overlap_ms.max(span.len_ms());
         overlap_ms = overlap_ms.max(h.overlap_ms);
     }
-
-    OperationFacts {
-        first_multiplying_hop: hops.iter().position(|h| h.multiplies).map(|i| i as u16),
-        hops,
-        roles,
-        retry_starts,
-        first_start_ms: attempts
-            .iter()
-            .map(|a| a.start_ms)
-            .fold(Millis::INFINITY, Millis::min),
-        last_finish_ms: attempts
-            .iter()
-            .filter_map(|a| a.finish_ms)
-            .reduce(Millis::max),
-        overlap_ms,
-    }
+    let first_multiplying_hop = hops.iter().position(|h| h.multiplies).map(|i| i as u16);
+    (overlap_ms, first_multiplying_hop)
 }
 
 /// The backoff before a repeat: the declared `delay_ms`, else the observed gap since the

@@ -51,7 +51,7 @@ impl Line {
 }
 
 /// One operation's attempt tree.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tree {
     pub parent: Vec<Parent>,
     /// Lines in canonical order: by hop, then parent, then key.
@@ -74,39 +74,71 @@ impl Tree {
 
 /// Builds the tree of one operation. `attempts` is in canonical order (hop, then start).
 pub fn build_tree(attempts: &[Attempt], rules: &Rules, trace_end_ms: Millis) -> Tree {
-    let parent = link_parents(attempts, trace_end_ms);
-    let mut keyed: Vec<(u16, Parent, LineKey, u32)> = attempts
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (a.hop, parent[i], line_key(a, rules), i as u32))
-        .collect();
-    // Attempt indexes already follow start order within a hop, so sorting by (hop, parent,
-    // key, index) lists each line's attempts in start order.
-    keyed.sort_unstable();
-    let mut lines: Vec<Line> = Vec::new();
-    let mut line_of = vec![0u32; attempts.len()];
-    let mut order = Vec::with_capacity(attempts.len());
-    for (hop, parent, key, index) in keyed {
-        let at = order.len() as u32;
-        order.push(index);
-        match lines.last_mut() {
-            Some(line) if line.hop == hop && line.parent == parent && line.key == key => {
-                line.members.end = at + 1
+    let mut tree = Tree::default();
+    TreeBuilder::default().build(&mut tree, attempts, rules, trace_end_ms);
+    tree
+}
+
+/// Builds trees one after another into the same memory: a tree's vectors and the working
+/// lists behind them, allocated and grown for each of millions of operations, were most of
+/// the per-operation pass's allocations (a worker keeps one builder and one tree).
+#[derive(Default)]
+pub struct TreeBuilder {
+    /// (hop, parent, key, attempt index) of each attempt, sorted into lines.
+    keyed: Vec<(u16, Parent, LineKey, u32)>,
+    /// Each hop's run of attempts.
+    hop_ranges: Vec<(u16, Range<usize>)>,
+    /// The open upstream attempts of the time rule (see `Upstream`).
+    open: Vec<(usize, Millis)>,
+}
+
+impl TreeBuilder {
+    /// Makes `tree` the tree of `attempts` (as [`build_tree`]), whatever it held.
+    pub fn build(
+        &mut self,
+        tree: &mut Tree,
+        attempts: &[Attempt],
+        rules: &Rules,
+        trace_end_ms: Millis,
+    ) {
+        link_parents(attempts, trace_end_ms, self, &mut tree.parent);
+        let keyed = &mut self.keyed;
+        keyed.clear();
+        keyed.extend(
+            attempts
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (a.hop, tree.parent[i], line_key(a, rules), i as u32)),
+        );
+        // Attempt indexes already follow start order within a hop, so sorting by (hop,
+        // parent, key, index) lists each line's attempts in start order.
+        keyed.sort_unstable();
+        let Tree {
+            lines,
+            line_of,
+            order,
+            ..
+        } = tree;
+        lines.clear();
+        line_of.clear();
+        line_of.resize(attempts.len(), 0);
+        order.clear();
+        for &(hop, parent, key, index) in keyed.iter() {
+            let at = order.len() as u32;
+            order.push(index);
+            match lines.last_mut() {
+                Some(line) if line.hop == hop && line.parent == parent && line.key == key => {
+                    line.members.end = at + 1
+                }
+                _ => lines.push(Line {
+                    hop,
+                    parent,
+                    key,
+                    members: at..at + 1,
+                }),
             }
-            _ => lines.push(Line {
-                hop,
-                parent,
-                key,
-                members: at..at + 1,
-            }),
+            line_of[index as usize] = (lines.len() - 1) as u32;
         }
-        line_of[index as usize] = (lines.len() - 1) as u32;
-    }
-    Tree {
-        parent,
-        lines,
-        line_of,
-        order,
     }
 }
 
@@ -123,12 +155,21 @@ pub fn line_key(a: &Attempt, rules: &Rules) -> LineKey {
 ///
 /// O(n log n) in the attempts: span IDs are looked up in a hash map, and the time rule
 /// keeps, per hop, the upstream attempts that could still contain a later start.
-fn link_parents(attempts: &[Attempt], trace_end_ms: Millis) -> Vec<Parent> {
+///
+/// Into `parents`, with `scratch`'s working lists.
+fn link_parents(
+    attempts: &[Attempt],
+    trace_end_ms: Millis,
+    scratch: &mut TreeBuilder,
+    parents: &mut Vec<Parent>,
+) {
+    parents.clear();
     let Some(first_hop) = attempts.first().map(|a| a.hop) else {
-        return Vec::new();
+        return;
     };
     // Start index of each hop's run of attempts (attempts are sorted by hop).
-    let mut hop_ranges: Vec<(u16, std::ops::Range<usize>)> = Vec::new();
+    let hop_ranges = &mut scratch.hop_ranges;
+    hop_ranges.clear();
     for (i, a) in attempts.iter().enumerate() {
         match hop_ranges.last_mut() {
             Some((hop, range)) if *hop == a.hop => range.end = i + 1,
@@ -143,9 +184,9 @@ fn link_parents(attempts: &[Attempt], trace_end_ms: Millis) -> Vec<Parent> {
             by_span_id.entry(span).or_insert(i);
         }
     }
-    let mut parents = Vec::with_capacity(attempts.len());
+    parents.reserve(attempts.len());
     // One stack of open upstream attempts for all hops, emptied for each (see `Upstream`).
-    let mut open = Vec::new();
+    let mut open = std::mem::take(&mut scratch.open);
     for (h, (hop, range)) in hop_ranges.iter().enumerate() {
         if *hop == first_hop {
             parents.extend(range.clone().map(|_| Parent::Request));
@@ -168,7 +209,7 @@ fn link_parents(attempts: &[Attempt], trace_end_ms: Millis) -> Vec<Parent> {
         }
         open = upstream.open;
     }
-    parents
+    scratch.open = open;
 }
 
 /// The upstream attempts of one hop, for the time rule, asked in increasing start order.
@@ -366,6 +407,8 @@ mod tests {
             seed ^= seed << 17;
             seed % n
         };
+        // One builder for all the cases: what a tree before left in it changes nothing.
+        let (mut builder, mut parents) = (TreeBuilder::default(), Vec::new());
         for _ in 0..300 {
             let mut a: Vec<Attempt> = Vec::new();
             for hop in [0u16, 1, 3] {
@@ -388,7 +431,8 @@ mod tests {
                 continue;
             }
             a.sort_by(|x, y| x.hop.cmp(&y.hop).then(x.start_ms.total_cmp(&y.start_ms)));
-            assert_eq!(link_parents(&a, 170.0), parents_by_scan(&a, 170.0), "{a:?}");
+            link_parents(&a, 170.0, &mut builder, &mut parents);
+            assert_eq!(parents, parents_by_scan(&a, 170.0), "{a:?}");
         }
     }
 }

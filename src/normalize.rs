@@ -44,14 +44,53 @@ pub fn canonical_order(a: &Event, b: &Event) -> std::cmp::Ordering {
 /// Normalizes the events of one operation, given in [`canonical_order`].
 pub fn normalize_operation(events: &[Event]) -> Normalized {
     let mut out = Normalized::default();
-    let mut unique: Vec<&Event> = Vec::with_capacity(events.len());
-    for e in events {
-        if unique.last().is_some_and(|prev| prev.same_content(e)) {
-            out.duplicates.push(e.source);
-        } else {
-            unique.push(e);
+    Normalizer::default().normalize(events, &mut out);
+    out
+}
+
+/// Normalizes operations one after another in the same memory: the attempts and the
+/// working lists, allocated and grown for each of millions of operations, were a good part
+/// of the per-operation pass's allocations (a worker keeps one normalizer and one
+/// [`Normalized`]; see `group::TreeBuilder`).
+#[derive(Default)]
+pub struct Normalizer {
+    /// The index of each event kept (the first of each run of exact duplicates).
+    unique: Vec<u32>,
+    /// A hop's attempts seen only finishing, waiting for a start.
+    finish_only: Vec<Attempt>,
+}
+
+impl Normalizer {
+    /// Makes `out` the normalized form of `events` (as [`normalize_operation`]), whatever
+    /// it held.
+    pub fn normalize(&mut self, events: &[Event], out: &mut Normalized) {
+        out.attempts.clear();
+        out.duplicates.clear();
+        out.problems.clear();
+        let unique = &mut self.unique;
+        unique.clear();
+        for (i, e) in events.iter().enumerate() {
+            if unique
+                .last()
+                .is_some_and(|&prev| events[prev as usize].same_content(e))
+            {
+                out.duplicates.push(e.source);
+            } else {
+                unique.push(i as u32);
+            }
         }
+        attempts_of(events, unique, &mut self.finish_only, out);
     }
+}
+
+/// The attempts of `events[i]` for each `i` of `unique`, into `out`.
+fn attempts_of(
+    events: &[Event],
+    unique: &[u32],
+    finish_only: &mut Vec<Attempt>,
+    out: &mut Normalized,
+) {
+    finish_only.clear();
 
     // Events come by hop, upstream first: pair each hop's point events and number its
     // attempts; then give each attempt seen only finishing the start of its number
@@ -60,10 +99,10 @@ pub fn normalize_operation(events: &[Event]) -> Normalized {
     // Started attempts not yet numbered: numbering waits for a first attempt seen only
     // finishing, which most operations never have.
     let mut unnumbered_from = 0;
-    let mut finish_only: Vec<Attempt> = Vec::new();
-    for hop_events in unique.chunk_by(|a, b| a.hop == b.hop) {
+    let hop_of = |i: u32| events[i as usize].hop;
+    for hop_events in unique.chunk_by(|&a, &b| hop_of(a) == hop_of(b)) {
         let mut points: Vec<&Event> = Vec::new();
-        for &e in hop_events {
+        for e in hop_events.iter().map(|&i| &events[i as usize]) {
             match e.timing() {
                 Timing::Record {
                     start_ms: Some(start_ms),
@@ -81,7 +120,7 @@ pub fn normalize_operation(events: &[Event]) -> Normalized {
             }
         }
         if !points.is_empty() {
-            pair_points(&mut points, &mut out.attempts, &mut finish_only);
+            pair_points(&mut points, &mut out.attempts, finish_only);
         }
         if finish_only.is_empty() {
             continue;
@@ -89,7 +128,7 @@ pub fn normalize_operation(events: &[Event]) -> Normalized {
         for hop_attempts in out.attempts[unnumbered_from..].chunk_by(|a, b| a.hop == b.hop) {
             starts.add_started(hop_attempts);
         }
-        for (a, number) in in_finish_order(std::mem::take(&mut finish_only)) {
+        for (a, number) in in_finish_order(std::mem::take(finish_only)) {
             match starts.upstream(a.hop, number) {
                 Some(start) if a.finish_ms.is_none_or(|f| f >= start) => {
                     let mut a = a;
@@ -114,7 +153,6 @@ pub fn normalize_operation(events: &[Event]) -> Normalized {
         unnumbered_from = out.attempts.len();
     }
     out.attempts.sort_by(canonical_attempt_order);
-    out
 }
 
 /// The earliest start of each (hop, attempt number) seen so far: what an attempt seen only
