@@ -15,7 +15,7 @@ use crate::diagnostics::Diagnostics;
 use crate::group::{Parent, Tree, TreeBuilder};
 use crate::ingest::Ingested;
 use crate::model::{Attempt, Event, Millis, OperationKey, SourceRef};
-use crate::normalize::{normalize_operation, ByOperation, Normalized, Normalizer};
+use crate::normalize::{normalize_operation, ByOperation, EventSorter, Normalized, Normalizer};
 use crate::rules::Rules;
 use crate::stats::{AttemptStats, StatsBuilder};
 use tally::Tally;
@@ -256,6 +256,7 @@ struct Worker {
     stats: StatsBuilder,
     /// Reused between operations: their events, gathered and sorted.
     scratch: Vec<Event>,
+    sorter: EventSorter,
     /// Reused between operations: each one's tree, built in the memory of the one before.
     tree: Tree,
     trees: TreeBuilder,
@@ -341,6 +342,7 @@ impl Worker {
             pass,
             stats: StatsBuilder::new(hops),
             scratch: Vec::new(),
+            sorter: EventSorter::default(),
             tree: Tree::default(),
             trees: TreeBuilder::default(),
             facts: OperationFacts::default(),
@@ -483,7 +485,9 @@ pub fn partition_pass(
     let by_operation = ByOperation::new(&events, ingested.operations.len());
     let workers = in_pieces(ingested.operations.len(), rules.hops.len(), |worker, op| {
         let mut scratch = std::mem::take(&mut worker.scratch);
-        by_operation.sorted_events(&events, op, &mut scratch);
+        worker
+            .sorter
+            .sorted_events(&by_operation, &events, op, &mut scratch);
         worker.add_operation(op as u32, &scratch, rules, trace_end);
         worker.scratch = scratch;
     });

@@ -538,6 +538,33 @@ impl Event {
         (self.attempt != 0).then_some(self.attempt)
     }
 
+    /// The leading part of the canonical order of an operation's events (see
+    /// `normalize::canonical_order`) as three integers compared in turn: hop, attempt
+    /// number (none first) and records before point events packed in one; then the start
+    /// (a point event's instant) and the finish, absent ones as -1 ms and a point event's
+    /// finish as 0, each as the bits that order as `f64::total_cmp` does. Integers
+    /// compare in a few instructions where the fields, the times unpacked and compared
+    /// one after the other, took about forty.
+    #[inline]
+    pub fn order_key(&self) -> (u64, u64, u64) {
+        // As `f64::total_cmp`: the sign bit flips the rest, then unsigned order.
+        let total = |x: f64| {
+            let bits = x.to_bits() as i64;
+            ((bits ^ (((bits >> 63) as u64) >> 1) as i64) as u64) ^ (1 << 63)
+        };
+        let (point, start, finish) = match self.kind {
+            EventKind::Record => (
+                0,
+                nan_out(self.start_ms).unwrap_or(-1.0),
+                nan_out(self.finish_ms).unwrap_or(-1.0),
+            ),
+            EventKind::Point(_) => (1, self.start_ms, 0.0),
+        };
+        // `attempt` is 0 when none was given, as `None` orders first.
+        let head = u64::from(self.hop) << 33 | u64::from(self.attempt) << 1 | point;
+        (head, total(start), total(finish))
+    }
+
     /// The event with its strings (target, message ID, span ID, parent ID) set: how an
     /// event decoded apart from its strings gets them once they are interned.
     pub fn with_strings(self, strings: [Option<Sym>; 4]) -> Event {

@@ -22,21 +22,8 @@ pub struct Normalized {
 /// is independent of input order: by hop, attempt number, records before point events,
 /// time, then the rest of the content; the source line only breaks exact ties.
 pub fn canonical_order(a: &Event, b: &Event) -> std::cmp::Ordering {
-    let time = |e: &Event| match e.timing() {
-        Timing::Record {
-            start_ms,
-            finish_ms,
-        } => (0u8, start_ms.unwrap_or(-1.0), finish_ms.unwrap_or(-1.0)),
-        Timing::Point { at_ms, .. } => (1u8, at_ms, 0.0),
-    };
-    let (ka, sa, fa) = time(a);
-    let (kb, sb, fb) = time(b);
-    a.hop
-        .cmp(&b.hop)
-        .then(a.attempt().cmp(&b.attempt()))
-        .then(ka.cmp(&kb))
-        .then(sa.total_cmp(&sb))
-        .then(fa.total_cmp(&fb))
+    a.order_key()
+        .cmp(&b.order_key())
         .then_with(|| a.content().cmp(&b.content()))
         .then(a.source.cmp(&b.source))
 }
@@ -348,18 +335,123 @@ impl ByOperation {
     }
 
     /// Fills `into` with the events of operation `op` in canonical order: what normalize
-    /// takes.
+    /// takes. A pass over many operations keeps an [`EventSorter`] instead.
     pub fn sorted_events(&self, events: &[Event], op: usize, into: &mut Vec<Event>) {
-        let range = self.offsets[op] as usize..self.offsets[op + 1] as usize;
+        EventSorter::default().sorted_events(self, events, op, into);
+    }
+}
+
+/// Puts operations' events in canonical order one after another, in the same memory: the
+/// order keys (`Event::order_key`) of an operation's events are sorted, each computed
+/// once, and the events copied once, in that order. Sorting the events themselves
+/// computed two keys a compare and moved 72 bytes at a time.
+#[derive(Default)]
+pub struct EventSorter {
+    /// The order key and index of each event of the operation.
+    keys: Vec<((u64, u64, u64), u32)>,
+}
+
+impl EventSorter {
+    /// As [`ByOperation::sorted_events`].
+    pub fn sorted_events(
+        &mut self,
+        by_operation: &ByOperation,
+        events: &[Event],
+        op: usize,
+        into: &mut Vec<Event>,
+    ) {
+        let members = by_operation.offsets[op] as usize..by_operation.offsets[op + 1] as usize;
+        self.keys.clear();
+        self.keys.extend(
+            by_operation.order[members]
+                .iter()
+                .map(|&i| (events[i as usize].order_key(), i)),
+        );
+        // Events that compare equal are the same in every field: either order gives the
+        // same operation.
+        self.keys.sort_unstable_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| canonical_order(&events[a.1 as usize], &events[b.1 as usize]))
+        });
         into.clear();
-        into.extend(self.order[range].iter().map(|&i| events[i as usize]));
-        into.sort_unstable_by(canonical_order);
+        into.extend(self.keys.iter().map(|&(_, i)| events[i as usize]));
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The leading part of the canonical order field by field, as `canonical_order` was
+    /// written before `Event::order_key`: what the keys must give.
+    fn by_fields(a: &Event, b: &Event) -> std::cmp::Ordering {
+        let time = |e: &Event| match e.timing() {
+            Timing::Record {
+                start_ms,
+                finish_ms,
+            } => (0u8, start_ms.unwrap_or(-1.0), finish_ms.unwrap_or(-1.0)),
+            Timing::Point { at_ms, .. } => (1u8, at_ms, 0.0),
+        };
+        let ((ka, sa, fa), (kb, sb, fb)) = (time(a), time(b));
+        a.hop
+            .cmp(&b.hop)
+            .then(a.attempt().cmp(&b.attempt()))
+            .then(ka.cmp(&kb))
+            .then(sa.total_cmp(&sb))
+            .then(fa.total_cmp(&fb))
+    }
+
+    #[test]
+    fn order_keys_order_events_as_their_fields_do() {
+        let times = [
+            None,
+            Some(-f64::MAX),
+            Some(-1e12),
+            Some(-1.0),
+            Some(-0.5),
+            Some(-0.0),
+            Some(0.0),
+            Some(f64::MIN_POSITIVE),
+            Some(0.5),
+            Some(1.0),
+            Some(1_700_000_000_001.0),
+            Some(f64::MAX),
+        ];
+        let mut events = Vec::new();
+        for hop in [0, 1, 3, u16::MAX] {
+            for attempt in [None, Some(1), Some(2), Some(u32::MAX)] {
+                let fields = crate::model::EventFields {
+                    attempt,
+                    ..Default::default()
+                };
+                let at =
+                    |timing| Event::new(SourceRef { file: 0, line: 1 }, 0, hop, timing, fields);
+                for &start_ms in &times {
+                    for &finish_ms in &times[..4] {
+                        events.push(at(Timing::Record {
+                            start_ms,
+                            finish_ms,
+                        }));
+                    }
+                    if let Some(at_ms) = start_ms {
+                        events.push(at(Timing::Point {
+                            kind: PointKind::Start,
+                            at_ms,
+                        }));
+                    }
+                }
+            }
+        }
+        for a in &events {
+            for b in &events {
+                assert_eq!(
+                    a.order_key().cmp(&b.order_key()),
+                    by_fields(a, b),
+                    "{a:?} {b:?}"
+                );
+            }
+        }
+    }
 
     /// A point event; attempt number 0 means none given.
     fn point(line: u32, hop: u16, attempt: u32, kind: PointKind, at_ms: f64) -> Event {
