@@ -471,19 +471,25 @@ pub fn overlap_spans(
     if at_most_one_per_hop(attempts) {
         return Vec::new();
     }
-    let mut by_key: Vec<(u16, crate::group::LineKey, Millis, Millis)> = attempts
-        .iter()
-        .filter(|a| !rules.overlap_allowed[a.hop as usize] && !a.untimed)
-        .map(|a| {
-            (
-                a.hop,
-                crate::group::line_key(a, rules),
-                a.start_ms,
-                a.end_or(trace_end_ms),
-            )
-        })
-        .collect();
-    by_key.sort_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)).then(x.2.total_cmp(&y.2)));
+    // Sized once (a filter's collect grew it by doubling); sorted unstably, as attempts
+    // that tie on all of hop, key and start give the same stretches in either order (and
+    // a stable sort allocated a buffer of its own past twenty).
+    let mut by_key: Vec<(u16, crate::group::LineKey, Millis, Millis)> =
+        Vec::with_capacity(attempts.len());
+    by_key.extend(
+        attempts
+            .iter()
+            .filter(|a| !rules.overlap_allowed[a.hop as usize] && !a.untimed)
+            .map(|a| {
+                (
+                    a.hop,
+                    crate::group::line_key(a, rules),
+                    a.start_ms,
+                    a.end_or(trace_end_ms),
+                )
+            }),
+    );
+    by_key.sort_unstable_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)).then(x.2.total_cmp(&y.2)));
     let mut spans = Vec::new();
     for group in by_key.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
         if group.len() < 2 {
@@ -525,15 +531,15 @@ fn at_most_one_per_hop(attempts: &[Attempt]) -> bool {
 pub fn stretches_with_two_active(
     intervals: impl Iterator<Item = (Millis, Millis)>,
 ) -> Vec<(Millis, Millis)> {
-    let mut edges: Vec<(Millis, i32)> = Vec::new();
+    let mut edges: Vec<(Millis, i32)> = Vec::with_capacity(2 * intervals.size_hint().0);
     for (s, e) in intervals {
         if e > s {
             edges.push((s, 1));
             edges.push((e, -1));
         }
     }
-    // Ends before starts at the same instant.
-    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    // Ends before starts at the same instant; equal edges are alike, so unstably.
+    edges.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let (mut depth, mut stretch_start) = (0, 0.0);
     let mut stretches = Vec::new();
     for (t, d) in edges {
