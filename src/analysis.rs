@@ -254,17 +254,19 @@ struct Worker {
     /// All but the statistics, which are `stats`'.
     pass: Pass,
     stats: StatsBuilder,
-    /// Reused between operations: their events, gathered and sorted.
+    // Each operation's steps, in the memory of the operation before: nothing of them is
+    // allocated per operation.
+    /// Its events, gathered and sorted by `sorter`.
     scratch: Vec<Event>,
     sorter: EventSorter,
-    /// Reused between operations: each one's tree, built in the memory of the one before.
-    tree: Tree,
-    trees: TreeBuilder,
-    /// Reused between operations: each one's facts, in the lists of the one before.
-    facts: OperationFacts,
-    /// Reused between operations: each one's attempts, normalized.
+    /// Its attempts, normalized by `normalizer`.
     normalized: Normalized,
     normalizer: Normalizer,
+    /// Its tree, built by `trees`.
+    tree: Tree,
+    trees: TreeBuilder,
+    /// Its facts.
+    facts: OperationFacts,
 }
 
 /// Whether the partition knows where the whole trace ends. Unfinished attempts are active
@@ -343,11 +345,11 @@ impl Worker {
             stats: StatsBuilder::new(hops),
             scratch: Vec::new(),
             sorter: EventSorter::default(),
+            normalized: Normalized::default(),
+            normalizer: Normalizer::default(),
             tree: Tree::default(),
             trees: TreeBuilder::default(),
             facts: OperationFacts::default(),
-            normalized: Normalized::default(),
-            normalizer: Normalizer::default(),
         }
     }
 

@@ -17,7 +17,7 @@ use crate::ingest::spans::hop::Skip;
 use crate::ingest::spans::resolve::SpanStats;
 use crate::ingest::Ingested;
 use crate::model::{Attempt, Millis, OperationKey, Outcome};
-use crate::normalize::{normalize_operation, ByOperation, Normalized};
+use crate::normalize::{normalize_operation, ByOperation, EventSorter, Normalized};
 use crate::rules::HopOrder;
 use crate::words::counted;
 
@@ -90,13 +90,16 @@ pub fn convert(mut ingested: Ingested, hops: &HopOrder) -> Result<Converted> {
     let by_operation = ByOperation::new(&events, ingested.operations.len());
     let mut operations: Vec<(OperationKey, Normalized)> = (0..ingested.operations.len())
         .into_par_iter()
-        .map_init(Vec::new, |scratch, op| {
-            by_operation.sorted_events(&events, op, scratch);
-            (
-                ingested.operation_key(op as u32),
-                normalize_operation(scratch),
-            )
-        })
+        .map_init(
+            || (EventSorter::default(), Vec::new()),
+            |(sorter, scratch), op| {
+                sorter.sorted_events(&by_operation, &events, op, scratch);
+                (
+                    ingested.operation_key(op as u32),
+                    normalize_operation(scratch),
+                )
+            },
+        )
         .collect();
 
     let problems = operations

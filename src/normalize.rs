@@ -335,7 +335,7 @@ impl ByOperation {
     }
 
     /// Fills `into` with the events of operation `op` in canonical order: what normalize
-    /// takes. A pass over many operations keeps an [`EventSorter`] instead.
+    /// takes. A pass over many operations keeps an [`EventSorter`] per thread instead.
     pub fn sorted_events(&self, events: &[Event], op: usize, into: &mut Vec<Event>) {
         EventSorter::default().sorted_events(self, events, op, into);
     }
