@@ -43,8 +43,6 @@ pub fn normalize_operation(events: &[Event]) -> Normalized {
 pub struct Normalizer {
     /// The index of each event kept (the first of each run of exact duplicates).
     unique: Vec<u32>,
-    /// A hop's attempts seen only finishing, waiting for a start.
-    finish_only: Vec<Attempt>,
 }
 
 impl Normalizer {
@@ -66,18 +64,15 @@ impl Normalizer {
                 unique.push(i as u32);
             }
         }
-        attempts_of(events, unique, &mut self.finish_only, out);
+        attempts_of(events, unique, out);
     }
 }
 
 /// The attempts of `events[i]` for each `i` of `unique`, into `out`.
-fn attempts_of(
-    events: &[Event],
-    unique: &[u32],
-    finish_only: &mut Vec<Attempt>,
-    out: &mut Normalized,
-) {
-    finish_only.clear();
+fn attempts_of(events: &[Event], unique: &[u32], out: &mut Normalized) {
+    // A hop's attempts seen only finishing, waiting for a start: allocated only by an
+    // operation that has one (and handed on whole when it does, so not kept).
+    let mut finish_only: Vec<Attempt> = Vec::new();
 
     // Events come by hop, upstream first: pair each hop's point events and number its
     // attempts; then give each attempt seen only finishing the start of its number
@@ -107,7 +102,7 @@ fn attempts_of(
             }
         }
         if !points.is_empty() {
-            pair_points(&mut points, &mut out.attempts, finish_only);
+            pair_points(&mut points, &mut out.attempts, &mut finish_only);
         }
         if finish_only.is_empty() {
             continue;
@@ -115,7 +110,7 @@ fn attempts_of(
         for hop_attempts in out.attempts[unnumbered_from..].chunk_by(|a, b| a.hop == b.hop) {
             starts.add_started(hop_attempts);
         }
-        for (a, number) in in_finish_order(std::mem::take(finish_only)) {
+        for (a, number) in in_finish_order(std::mem::take(&mut finish_only)) {
             match starts.upstream(a.hop, number) {
                 Some(start) if a.finish_ms.is_none_or(|f| f >= start) => {
                     let mut a = a;
