@@ -43,6 +43,10 @@ pub struct Interner {
 pub struct StrHash(u64);
 
 impl StrHash {
+    /// A placeholder for a hash computed later (a spilled string's, once its batch is
+    /// checked as UTF-8): never looked up.
+    pub const UNSET: StrHash = StrHash(0);
+
     /// foldhash with its fixed seed, the same on every thread: a local file needs no
     /// protection from crafted collisions.
     #[inline]
@@ -491,6 +495,9 @@ fn nan_out<T: Into<f64> + Copy>(v: T) -> Option<Millis> {
 }
 
 impl Event {
+    /// Inline: its arguments are larger than the event, and a call took them and the
+    /// event through the stack (85 instructions an event read back).
+    #[inline]
     pub fn new(source: SourceRef, op: u32, hop: u16, timing: Timing, f: EventFields) -> Event {
         let (kind, start_ms, finish_ms) = timing.parts();
         Event {

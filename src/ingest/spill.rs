@@ -14,8 +14,8 @@
 //! event:  flags (varint: which optional fields follow, effect, hidden, untimed)
 //!         file (varint) line (varint) hop (varint) kind (byte)
 //!         [start f64] [finish f64] [attempt varint] [delivery varint] [outcome varint]
-//!         [target] [message_id] [span_id] [parent_id]  (each: len varint, bytes)
 //!         [delay f32] [retry_after f32]
+//!         [target] [message_id] [span_id] [parent_id]  (each: len varint, bytes)
 //! ```
 //!
 //! Blocks come from the events held in memory at a spill ([`Parts::write`]: one block per
@@ -478,9 +478,11 @@ const BATCH_BYTES: usize = 1 << 20;
 #[derive(Default)]
 pub struct Batch {
     bytes: Vec<u8>,
-    /// The strings of the blocks, each checked as UTF-8 once, when decoded, and copied
-    /// here: the interning side slices them without checking them again (checked three
-    /// times, once by each step that looked at them, they were 3 % of reading back).
+    /// The strings of the blocks, copied here as they are decoded and checked as UTF-8
+    /// all at once when the batch is full: the interning side slices them without
+    /// checking them again (checked three times, once by each step that looked at them,
+    /// they were 3 % of reading back; checked one by one, they were a sixth of the
+    /// decoding thread's instructions).
     text: String,
     blocks: Vec<BlockAt>,
     events: Vec<SpilledEvent>,
@@ -571,20 +573,21 @@ impl Block<'_> {
     /// into `strings`.
     pub fn push_events(&self, op: u32, strings: &mut Interner, into: &mut Vec<Event>) {
         into.reserve(self.events.len());
-        // The events of an operation mostly repeat its target and message ID: each string
-        // is compared with the one before it in its place before it is looked up.
-        let mut last: [Option<(&str, Sym)>; 4] = [None; 4];
+        // The events of an operation mostly repeat its target and message ID: a repeat is
+        // the very range of the text the event before it had in its place (the decoder
+        // hands it on), and takes that one's symbol without a look at the text. A string
+        // written again is a different one (the encoder marks every equal string a
+        // repeat); were it not, interning it would give the same symbol all the same.
+        let mut last: [Option<(TextAt, Sym)>; 4] = [None; 4];
         for e in self.events {
             let mut syms = [None; 4];
             for ((sym, range), last) in syms.iter_mut().zip(e.strings).zip(&mut last) {
                 let Some(range) = range else { continue };
-                let text = slice(self.text, range);
                 let id = match *last {
-                    // A repeat in the file is the very same text: no compare needed.
-                    Some((seen, id)) if std::ptr::eq(seen, text) || seen == text => id,
-                    _ => strings.intern_hashed(text, range.hash),
+                    Some((seen, id)) if seen.from == range.from && seen.to == range.to => id,
+                    _ => strings.intern_hashed(slice(self.text, range), range.hash),
                 };
-                *last = Some((text, id));
+                *last = Some((range, id));
                 *sym = Some(id);
             }
             let mut event = e.event.with_strings(syms);
@@ -617,7 +620,8 @@ impl PartReader {
     pub fn fill(&mut self, batch: &mut Batch) -> Result<bool> {
         batch.bytes.clear();
         batch.bytes.append(&mut self.carry);
-        batch.text.clear();
+        let mut text = std::mem::take(&mut batch.text).into_bytes();
+        text.clear();
         batch.blocks.clear();
         batch.events.clear();
         let mut want = BATCH_BYTES;
@@ -628,7 +632,7 @@ impl PartReader {
             let mut d = Decoder {
                 bytes: &batch.bytes,
                 at: 0,
-                text: &mut batch.text,
+                text: &mut text,
             };
             // The end of the last whole block decoded.
             let mut used = 0;
@@ -656,6 +660,8 @@ impl PartReader {
                 // The block cut off at the end starts the next batch.
                 self.carry.extend_from_slice(&batch.bytes[used..]);
                 batch.bytes.truncate(used);
+                batch.text = checked_text(text, &mut batch.blocks, &mut batch.events)
+                    .map_err(|what| self.damaged(what))?;
                 return Ok(true);
             }
             if self.eof {
@@ -739,6 +745,10 @@ const OUTCOMES: [Outcome; 5] = [
     Outcome::Rejected,
 ];
 
+fn kind_code(kind: EventKind) -> u8 {
+    KINDS.iter().position(|&k| k == kind).expect("a kind") as u8
+}
+
 fn outcome_code(o: Outcome) -> u64 {
     match o {
         Outcome::Http(code) => u64::from(code),
@@ -783,6 +793,50 @@ fn texts_of<'s>(f: &EventFields, strings: &'s Interner) -> [Option<&'s str>; 4] 
     [f.target, f.message_id, f.span_id, f.parent_id].map(|s| s.map(|s| strings.resolve(s)))
 }
 
+/// The most bytes an event takes before its strings: flags (18 bits, 3 bytes as a varint),
+/// file and line (5 each), hop (3), kind (1), start and finish (8 each), attempt and
+/// delivery (5 each), outcome (2: at most 599), delay and retry-after (4 each).
+const FIXED_MAX: usize = 3 + 5 + 5 + 3 + 1 + 16 + 10 + 2 + 8;
+
+/// An event's bytes before its strings, built in an array on the stack and appended to the
+/// spill buffer at once. Pushed byte by byte onto the buffer, each push loaded the vector's
+/// length and capacity again (a store through its pointer might have changed them):
+/// encoding took about 450 instructions an event.
+struct Fixed {
+    bytes: [u8; FIXED_MAX],
+    len: usize,
+}
+
+impl Fixed {
+    fn new() -> Fixed {
+        Fixed {
+            bytes: [0; FIXED_MAX],
+            len: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn varint(&mut self, mut n: u64) {
+        while n >= 0x80 {
+            self.bytes[self.len] = (n as u8) | 0x80;
+            self.len += 1;
+            n >>= 7;
+        }
+        self.bytes[self.len] = n as u8;
+        self.len += 1;
+    }
+
+    #[inline(always)]
+    fn put<const N: usize>(&mut self, bytes: [u8; N]) {
+        self.bytes[self.len..self.len + N].copy_from_slice(&bytes);
+        self.len += N;
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 /// Appends `e` with its strings `texts` (its own string fields are not looked at: a line
 /// spilled as it is read has none yet); `before` holds the strings of the event before it
 /// in its block.
@@ -799,59 +853,54 @@ fn put_event<'t>(
         f.attempt.filter(|&n| n != 0),
         f.delivery.filter(|&n| n != 0),
     );
-    let mut flags = 0;
-    for (present, bit) in [
-        (start.is_some(), HAS_START),
-        (finish.is_some(), HAS_FINISH),
-        (attempt.is_some(), HAS_ATTEMPT),
-        (delivery.is_some(), HAS_DELIVERY),
-        (f.outcome.is_some(), HAS_OUTCOME),
-        (texts[0].is_some(), HAS_TARGET),
-        (texts[1].is_some(), HAS_MESSAGE),
-        (texts[2].is_some(), HAS_SPAN),
-        (texts[3].is_some(), HAS_PARENT),
-        (f.delay_ms.is_some(), HAS_DELAY),
-        (f.retry_after_ms.is_some(), HAS_RETRY_AFTER),
-        (f.effect, EFFECT),
-        (f.hidden, HIDDEN),
-        (f.untimed, UNTIMED),
-    ] {
-        if present {
-            flags |= bit;
-        }
-    }
-    for ((text, before), (_, same)) in texts.iter().zip(before.iter()).zip(STRING_BITS) {
-        if let (Some(text), Some(before)) = (text, before) {
+    let bit = |present: bool, bit: u64| if present { bit } else { 0 };
+    let mut flags = bit(start.is_some(), HAS_START)
+        | bit(finish.is_some(), HAS_FINISH)
+        | bit(attempt.is_some(), HAS_ATTEMPT)
+        | bit(delivery.is_some(), HAS_DELIVERY)
+        | bit(f.outcome.is_some(), HAS_OUTCOME)
+        | bit(f.delay_ms.is_some(), HAS_DELAY)
+        | bit(f.retry_after_ms.is_some(), HAS_RETRY_AFTER)
+        | bit(f.effect, EFFECT)
+        | bit(f.hidden, HIDDEN)
+        | bit(f.untimed, UNTIMED);
+    for ((text, before), (present, same)) in texts.iter().zip(before.iter()).zip(STRING_BITS) {
+        if let Some(text) = text {
+            flags |= present;
             // The same place in memory is the same string; an interned one is, too.
-            if std::ptr::eq(*text, *before) || text == before {
+            if before.is_some_and(|b| {
+                std::ptr::eq(*text, b) || crate::model::short_eq(text.as_bytes(), b.as_bytes())
+            }) {
                 flags |= same;
             }
         }
     }
-    put_varint(buf, flags);
-    put_varint(buf, u64::from(e.source.file));
-    put_varint(buf, u64::from(e.source.line));
-    put_varint(buf, u64::from(e.hop));
-    buf.push(KINDS.iter().position(|&k| k == kind).expect("a kind") as u8);
+    let mut out = Fixed::new();
+    out.varint(flags);
+    out.varint(u64::from(e.source.file));
+    out.varint(u64::from(e.source.line));
+    out.varint(u64::from(e.hop));
+    out.put([kind_code(kind)]);
     for t in [start, finish].into_iter().flatten() {
-        buf.extend_from_slice(&t.to_le_bytes());
+        out.put(t.to_le_bytes());
     }
     for n in [attempt, delivery].into_iter().flatten() {
-        put_varint(buf, u64::from(n));
+        out.varint(u64::from(n));
     }
     if let Some(o) = f.outcome {
-        put_varint(buf, outcome_code(o));
+        out.varint(outcome_code(o));
     }
+    // The event holds these as f32 already: the f32 gives back the same value.
+    for d in [f.delay_ms, f.retry_after_ms].into_iter().flatten() {
+        out.put((d as f32).to_le_bytes());
+    }
+    buf.extend_from_slice(out.as_slice());
     for (text, (_, same)) in texts.iter().zip(STRING_BITS) {
         if let Some(text) = text.filter(|_| flags & same == 0) {
             put_str(buf, text);
         }
     }
     *before = texts;
-    // The event holds these as f32 already: the f32 gives back the same value.
-    for d in [f.delay_ms, f.retry_after_ms].into_iter().flatten() {
-        buf.extend_from_slice(&(d as f32).to_le_bytes());
-    }
 }
 
 fn damaged(what: &str) -> std::io::Error {
@@ -865,11 +914,12 @@ enum Stop {
     Damaged(&'static str),
 }
 
-/// Decodes a block from bytes in memory, its strings copied to `text`.
+/// Decodes a block from bytes in memory, its strings copied to `text` as they are: they
+/// are checked as UTF-8, and hashed, once the batch is decoded ([`checked_text`]).
 struct Decoder<'a> {
     bytes: &'a [u8],
     at: usize,
-    text: &'a mut String,
+    text: &'a mut Vec<u8>,
 }
 
 /// Where a decoded block's key is in the text.
@@ -889,6 +939,7 @@ impl<'a> Decoder<'a> {
         Ok(bytes)
     }
 
+    #[inline(always)]
     fn byte(&mut self) -> Result<u8, Stop> {
         let b = *self.bytes.get(self.at).ok_or(Stop::More)?;
         self.at += 1;
@@ -914,23 +965,25 @@ impl<'a> Decoder<'a> {
         }
     }
 
+    /// Always inline, as [`Decoder::varint`]: called as a function in one build and
+    /// inlined in the next, it was 35 M instructions against 8 M.
+    #[inline(always)]
     fn u32(&mut self) -> Result<u32, Stop> {
         u32::try_from(self.varint()?).map_err(|_| Stop::Damaged("number out of range"))
     }
 
-    /// A string of `len` bytes, copied to the text: its range there.
+    /// A string of `len` bytes, copied to the text: its range there (its hash still to
+    /// be computed, by [`checked_text`]).
     fn string(&mut self, len: u64) -> Result<TextAt, Stop> {
         let len = usize::try_from(len).map_err(|_| Stop::Damaged("string too long"))?;
         let bytes = self.take(len)?;
-        let text =
-            simdutf8::basic::from_utf8(bytes).map_err(|_| Stop::Damaged("string not UTF-8"))?;
         let from = self.text.len();
-        self.text.push_str(text);
+        self.text.extend_from_slice(bytes);
         let offset = |n: usize| u32::try_from(n).map_err(|_| Stop::Damaged("block too long"));
         Ok(TextAt {
             from: offset(from)?,
             to: offset(self.text.len())?,
-            hash: StrHash::of(text),
+            hash: StrHash::UNSET,
         })
     }
 
@@ -943,6 +996,44 @@ impl<'a> Decoder<'a> {
         let b = self.take(4)?;
         Ok(f32::from_le_bytes(b.try_into().expect("4 bytes")))
     }
+}
+
+/// A batch's decoded text checked as UTF-8 at once, and the hash of each of its strings
+/// set. The whole text being UTF-8 and each string starting and ending on a character
+/// boundary, each string is UTF-8 on its own. A repeat holds the range of the string
+/// before it in its place, and takes that one's hash.
+fn checked_text(
+    text: Vec<u8>,
+    blocks: &mut [BlockAt],
+    events: &mut [SpilledEvent],
+) -> Result<String, &'static str> {
+    const NOT_UTF8: &str = "string not UTF-8";
+    let text = String::from_utf8(text).map_err(|_| NOT_UTF8)?;
+    let hashed = |at: &mut TextAt| -> Result<(), &'static str> {
+        let s = text.get(at.from as usize..at.to as usize).ok_or(NOT_UTF8)?;
+        at.hash = StrHash::of(s);
+        Ok(())
+    };
+    for block in blocks.iter_mut() {
+        if let Some(run) = &mut block.run {
+            hashed(run)?;
+        }
+        hashed(&mut block.id)?;
+    }
+    let mut last: [Option<TextAt>; 4] = [None; 4];
+    for event in events.iter_mut() {
+        for (at, last) in event.strings.iter_mut().zip(&mut last) {
+            let Some(at) = at else { continue };
+            match last {
+                Some(seen) if seen.from == at.from && seen.to == at.to => at.hash = seen.hash,
+                _ => {
+                    hashed(at)?;
+                    *last = Some(*at);
+                }
+            }
+        }
+    }
+    Ok(text)
 }
 
 /// Decodes one block into its key, its events appended to `events`.
@@ -1000,6 +1091,8 @@ fn get_event(
         Some(code) => Some(outcome_of(code).ok_or(Stop::Damaged("unknown outcome"))?),
         None => None,
     };
+    let delay_ms = has(HAS_DELAY).then(|| d.f32()).transpose()?;
+    let retry_after_ms = has(HAS_RETRY_AFTER).then(|| d.f32()).transpose()?;
     let mut strings: [Option<TextAt>; 4] = Default::default();
     for ((slot, before), (present, same)) in strings.iter_mut().zip(&*before).zip(STRING_BITS) {
         *slot = match (has(present), has(same)) {
@@ -1013,8 +1106,6 @@ fn get_event(
         };
     }
     *before = strings;
-    let delay_ms = has(HAS_DELAY).then(|| d.f32()).transpose()?;
-    let retry_after_ms = has(HAS_RETRY_AFTER).then(|| d.f32()).transpose()?;
     let fields = EventFields {
         attempt,
         delivery,
@@ -1441,6 +1532,31 @@ mod tests {
             .fill(&mut batch)
             .unwrap_err();
         assert!(format!("{err:#}").contains("is damaged"), "{err:#}");
+    }
+
+    #[test]
+    fn a_string_not_utf8_on_its_own_is_damage_even_when_the_batch_text_is() {
+        let budget = Budget {
+            limit_bytes: 1 << 20,
+            temp_dir: None,
+        };
+        let spill = Spill::create(&budget, 2).unwrap();
+        // Blocks with no events: a test run, an ID. The first cuts an `é` (C3 A9) between
+        // its run and its ID, so that the batch's text is UTF-8 as a whole; the second
+        // holds a byte that is never UTF-8.
+        let cut: &[u8] = &[2, 0xC3, 2, 0xA9, b'x', 0];
+        let bad: &[u8] = &[2, 0xFF, 1, b'x', 0];
+        for (part, bytes) in spill.partitions.parts.iter().zip([cut, bad]) {
+            Appender::open(&part.path)
+                .and_then(|mut f| f.write(bytes))
+                .unwrap();
+            let mut batch = Batch::default();
+            let err = PartReader::open(part)
+                .unwrap()
+                .fill(&mut batch)
+                .unwrap_err();
+            assert!(format!("{err:#}").contains("string not UTF-8"), "{err:#}");
+        }
     }
 
     /// Calls `each` with every block of `part`'s file, in order.
