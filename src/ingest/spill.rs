@@ -666,6 +666,9 @@ impl PartReader {
             }
             if self.eof {
                 if batch.bytes.is_empty() {
+                    // The text's memory goes back with the batch, for the next part.
+                    text.clear();
+                    batch.text = String::from_utf8(text).unwrap_or_default();
                     return Ok(false);
                 }
                 return Err(self.damaged("cut short"));
