@@ -748,6 +748,7 @@ const OUTCOMES: [Outcome; 5] = [
     Outcome::Rejected,
 ];
 
+/// The byte of an event's kind: its place in [`KINDS`].
 fn kind_code(kind: EventKind) -> u8 {
     KINDS.iter().position(|&k| k == kind).expect("a kind") as u8
 }
@@ -804,7 +805,8 @@ const FIXED_MAX: usize = 3 + 5 + 5 + 3 + 1 + 16 + 10 + 2 + 8;
 /// An event's bytes before its strings, built in an array on the stack and appended to the
 /// spill buffer at once. Pushed byte by byte onto the buffer, each push loaded the vector's
 /// length and capacity again (a store through its pointer might have changed them):
-/// encoding took about 450 instructions an event.
+/// `put_event` took 410 instructions an event, 370 this way (callgrind, 100 k operations
+/// spilled); most of what is left waits on the events' and strings' loads.
 struct Fixed {
     bytes: [u8; FIXED_MAX],
     len: usize,
@@ -856,7 +858,7 @@ fn put_event<'t>(
         f.attempt.filter(|&n| n != 0),
         f.delivery.filter(|&n| n != 0),
     );
-    let bit = |present: bool, bit: u64| if present { bit } else { 0 };
+    let bit = |present: bool, flag: u64| if present { flag } else { 0 };
     let mut flags = bit(start.is_some(), HAS_START)
         | bit(finish.is_some(), HAS_FINISH)
         | bit(attempt.is_some(), HAS_ATTEMPT)
