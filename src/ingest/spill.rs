@@ -1527,16 +1527,21 @@ mod tests {
             temp_dir: None,
         };
         let spill = Spill::create(&budget, 2).unwrap();
-        let part = &spill.partitions.parts[0];
+        let err = fill_error(&spill.partitions.parts[0], &[0, 3, b'o', b'p']);
+        assert!(err.contains("is damaged"), "{err}");
+    }
+
+    /// The error of reading back a part whose file holds `bytes`.
+    fn fill_error(part: &Part, bytes: &[u8]) -> String {
         Appender::open(&part.path)
-            .and_then(|mut f| f.write(&[0, 3, b'o', b'p']))
+            .and_then(|mut f| f.write(bytes))
             .unwrap();
         let mut batch = Batch::default();
         let err = PartReader::open(part)
             .unwrap()
             .fill(&mut batch)
             .unwrap_err();
-        assert!(format!("{err:#}").contains("is damaged"), "{err:#}");
+        format!("{err:#}")
     }
 
     #[test]
@@ -1552,15 +1557,8 @@ mod tests {
         let cut: &[u8] = &[2, 0xC3, 2, 0xA9, b'x', 0];
         let bad: &[u8] = &[2, 0xFF, 1, b'x', 0];
         for (part, bytes) in spill.partitions.parts.iter().zip([cut, bad]) {
-            Appender::open(&part.path)
-                .and_then(|mut f| f.write(bytes))
-                .unwrap();
-            let mut batch = Batch::default();
-            let err = PartReader::open(part)
-                .unwrap()
-                .fill(&mut batch)
-                .unwrap_err();
-            assert!(format!("{err:#}").contains("string not UTF-8"), "{err:#}");
+            let err = fill_error(part, bytes);
+            assert!(err.contains("string not UTF-8"), "{err}");
         }
     }
 
