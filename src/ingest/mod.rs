@@ -571,7 +571,7 @@ const BOM: &[u8] = b"\xef\xbb\xbf";
 const LINES_PER_BATCH: usize = 1 << 12;
 
 /// Attempts per batch once lines are spilled as read: four times as many. A spilled
-/// batch holds only its attempts' encoded bytes (about 35 each), and each batch ends in
+/// batch holds only its attempts' encoded bytes (about 25 each), and each batch ends in
 /// a join where one core waits for the other's last stretch: at 1 M operations 4 096
 /// took 10 % more time to read than 16 384 (eight alternating runs, 2.04 against 1.85
 /// s). Lines kept in memory stay at [`LINES_PER_BATCH`]: there the larger batches were
