@@ -7,6 +7,7 @@ mod analysis;
 mod burst;
 mod classify;
 mod cli;
+mod codec;
 mod compare;
 mod config;
 mod convert;

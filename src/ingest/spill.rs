@@ -51,9 +51,10 @@ use std::sync::{Mutex, Once};
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 
+use crate::codec::{put_varint, unzigzag, whole_ms, zigzag};
 use crate::model::{
-    partition_of, Event, EventFields, EventKind, Interner, Millis, Outcome, PointKind, SourceRef,
-    Step, StrHash, Sym, Timing,
+    partition_of, Event, EventFields, EventKind, Interner, Outcome, PointKind, SourceRef, Step,
+    StrHash, Sym, Timing,
 };
 
 /// `--memory-limit` when none is given: 1 GiB. A laptop or a CI runner (GitHub's smallest
@@ -804,26 +805,6 @@ fn outcome_of(code: u64) -> Option<Outcome> {
     }
 }
 
-/// A time as whole milliseconds, when it is one: the integer that gives back the very
-/// same `f64` (bit for bit: not `-0.0`, not a NaN).
-#[inline(always)]
-fn whole_ms(t: Millis) -> Option<i64> {
-    let n = t as i64;
-    ((n as f64).to_bits() == t.to_bits()).then_some(n)
-}
-
-/// A signed difference as an unsigned number with its sign in the lowest bit, so that a
-/// small difference either way takes one varint byte.
-#[inline(always)]
-fn zigzag(n: i64) -> u64 {
-    ((n << 1) ^ (n >> 63)) as u64
-}
-
-#[inline(always)]
-fn unzigzag(n: u64) -> i64 {
-    (n >> 1) as i64 ^ -((n & 1) as i64)
-}
-
 /// What an event is written against: the event before it in its block. Its strings, its
 /// line and its start (a time without a start leaves the one before) — an operation's
 /// events lie a few lines and milliseconds apart, so their differences take a byte or two
@@ -844,14 +825,6 @@ impl<T: Copy> Before<T> {
             ms: 0,
         }
     }
-}
-
-fn put_varint(buf: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        buf.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    buf.push(n as u8);
 }
 
 fn put_str(buf: &mut Vec<u8>, s: &str) {
