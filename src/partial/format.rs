@@ -301,11 +301,12 @@ impl SpilledRows {
         let file = std::fs::File::create(path)
             .with_context(|| format!("could not create the spill file '{}'", path.display()))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-        let mut record = Vec::new();
+        let (mut head, mut record) = (Vec::new(), Vec::new());
         let mut count = 0u32;
         for (key, pending) in rows {
-            let start = RowCodec::put(&mut record, key, pending);
-            out.write_all(&record[start..])
+            RowCodec::put(&mut head, &mut record, key, pending);
+            out.write_all(&head)
+                .and_then(|()| out.write_all(&record))
                 .with_context(|| format!("could not write the spill file '{}'", path.display()))?;
             count += 1;
         }
@@ -367,12 +368,10 @@ impl RowCodec {
     /// The most bytes a row's length takes as a varint (a u32).
     const LEN_MAX: usize = 5;
 
-    /// Encodes the row of `key` into `out` (cleared first), its length in front: the row's
-    /// bytes are `out[start..]`, `start` returned.
-    fn put(out: &mut Vec<u8>, (run, id): KeyRef, p: &Pending) -> usize {
+    /// Encodes the row of `key` into `out` and its length into `head` (both cleared first):
+    /// `head` is written before `out`.
+    fn put(head: &mut Vec<u8>, out: &mut Vec<u8>, (run, id): KeyRef, p: &Pending) {
         out.clear();
-        // Room for the length, written once the row's is known and moved up to it.
-        out.extend_from_slice(&[0; Self::LEN_MAX]);
         let first_start = whole_ms(p.first_start_ms);
         let after = match (first_start, p.last_finish_ms.and_then(whole_ms)) {
             (Some(from), Some(to)) => Some(to.wrapping_sub(from)),
@@ -417,18 +416,8 @@ impl RowCodec {
         }
         let outcome = FINAL_OUTCOMES.iter().position(|&o| o == p.final_outcome);
         out.push(outcome.expect("every final outcome is listed") as u8);
-        let mut len = (out.len() - Self::LEN_MAX) as u64;
-        let mut bytes = 1;
-        while len >> (7 * bytes) != 0 {
-            bytes += 1;
-        }
-        let start = Self::LEN_MAX - bytes;
-        for byte in &mut out[start..Self::LEN_MAX] {
-            *byte = (len as u8 & 0x7f) | 0x80;
-            len >>= 7;
-        }
-        out[Self::LEN_MAX - 1] &= 0x7f;
-        start
+        head.clear();
+        put_varint(head, out.len() as u64);
     }
 
     /// Reads the next row of a funnel of `hops` hops from `input`: decoded where the
