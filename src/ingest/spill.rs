@@ -1144,11 +1144,11 @@ fn get_event(
     let flags = d.varint()?;
     let has = |bit: u64| flags & bit != 0;
     let file = d.u32()?;
-    let line = i64::from(before.line) + unzigzag(d.varint()?);
-    let source = SourceRef {
-        file,
-        line: u32::try_from(line).map_err(|_| Stop::Damaged("line out of range"))?,
-    };
+    let line = i64::from(before.line)
+        .checked_add(unzigzag(d.varint()?))
+        .and_then(|line| u32::try_from(line).ok())
+        .ok_or(Stop::Damaged("line out of range"))?;
+    let source = SourceRef { file, line };
     before.line = source.line;
     let hop = u16::try_from(d.varint()?).map_err(|_| Stop::Damaged("hop out of range"))?;
     let kind = *usize::try_from(flags >> KIND_SHIFT)
