@@ -4,13 +4,13 @@
 //! each with its final class; the worst operations are chosen among the partials' own
 //! worst ones (the worst N of all are among the worst N of each); the counts add up.
 
-use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 
+use super::loser_tree::LoserTree;
 use super::{format, OpAttempts, Partial, Retries, Row, Rows};
 use crate::analysis::tally::{RowSink, Tally};
 use crate::analysis::{
@@ -291,7 +291,8 @@ fn bursts_at_hop(
         }
     }
     let mut finder = BurstFinder::new(hop, rules.burst);
-    // The least head is replaced where it is and sifted once (see `KWay::next_row`).
+    // The least head is replaced where it is and sifted once: a pop and a push sift twice,
+    // about twice the compares.
     while let Some(mut least) = heads.peek_mut() {
         let s = least.1;
         match streams[s].next().transpose()? {
@@ -459,51 +460,53 @@ type Source = Box<dyn Iterator<Item = Result<(Row, u32)>> + Send>;
 const ROWS_PER_BATCH: usize = 1024;
 
 /// The k-way merge of row sources sorted by key: rows come out in key order, holding one
-/// row per source at a time.
+/// row per source at a time. Rows of equal keys (an operation in two partials, an error
+/// the caller reports) come out one after the other, by source.
 struct KWay {
     sources: Vec<Source>,
-    /// Each source's next row, its key lent to the heap (left empty here).
-    heads: Vec<Option<(Row, u32)>>,
-    /// (key of a source's head, source), smallest first.
-    heap: BinaryHeap<Reverse<(OperationKey, usize)>>,
+    /// Each source's next row. The tree holds the rows themselves, so a row's key is
+    /// neither cloned nor lent out of it (a clone was two allocations a row).
+    heads: LoserTree<ByKey>,
+}
+
+/// A row and its index in the merge, ordered by key alone.
+struct ByKey((Row, u32));
+
+impl PartialEq for ByKey {
+    fn eq(&self, other: &ByKey) -> bool {
+        self.0 .0.key == other.0 .0.key
+    }
+}
+impl Eq for ByKey {}
+impl PartialOrd for ByKey {
+    fn partial_cmp(&self, other: &ByKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByKey {
+    fn cmp(&self, other: &ByKey) -> std::cmp::Ordering {
+        self.0 .0.key.cmp(&other.0 .0.key)
+    }
 }
 
 impl KWay {
     fn new(mut sources: Vec<Source>) -> Result<Self> {
-        let mut heads = Vec::with_capacity(sources.len());
-        let mut heap = BinaryHeap::with_capacity(sources.len());
-        for (s, source) in sources.iter_mut().enumerate() {
-            let mut head = source.next().transpose()?;
-            if let Some((row, _)) = &mut head {
-                heap.push(Reverse((std::mem::take(&mut row.key), s)));
-            }
-            heads.push(head);
-        }
+        let heads = sources
+            .iter_mut()
+            .map(|source| Ok(source.next().transpose()?.map(ByKey)))
+            .collect::<Result<Vec<_>>>()?;
         Ok(KWay {
             sources,
-            heads,
-            heap,
+            heads: LoserTree::new(heads),
         })
     }
 
     fn next_row(&mut self) -> Result<Option<(Row, u32)>> {
-        // The least key's entry is replaced where it is, by its source's next key, and
-        // sifted down once: a pop and a push sifted twice, about twice the key compares.
-        let Some(mut least) = self.heap.peek_mut() else {
+        let Some(s) = self.heads.winner() else {
             return Ok(None);
         };
-        let s = least.0 .1;
-        let mut out = self.heads[s].take();
-        self.heads[s] = self.sources[s].next().transpose()?;
-        let key = match &mut self.heads[s] {
-            // Lent, not cloned: a clone was two allocations a row.
-            Some((row, _)) => std::mem::replace(&mut least.0 .0, std::mem::take(&mut row.key)),
-            None => PeekMut::pop(least).0 .0,
-        };
-        if let Some((row, _)) = &mut out {
-            row.key = key;
-        }
-        Ok(out)
+        let next = self.sources[s].next().transpose()?.map(ByKey);
+        Ok(self.heads.replace_winner(next).map(|ByKey(row)| row))
     }
 }
 

@@ -12,6 +12,7 @@
 //! ([`mod@format`]), and `merge` reads partials back: the three give one answer by construction.
 
 pub mod format;
+mod loser_tree;
 pub mod merge;
 
 use std::collections::HashMap;
