@@ -4,9 +4,6 @@
 //! each with its final class; the worst operations are chosen among the partials' own
 //! worst ones (the worst N of all are among the worst N of each); the counts add up.
 
-use std::collections::binary_heap::PeekMut;
-use std::collections::BinaryHeap;
-
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 
@@ -247,8 +244,8 @@ pub fn merge(
 
 /// The bursts at `hop`, from the retry starts of every source (`count` of them) with their
 /// merge indexes: each source gives its own in [`RetryPoint::order`] (a spilled partition's
-/// file was written so, a held partial's are sorted here), and a heap takes the least of
-/// their heads, so the search reads them in that order without holding them all.
+/// file was written so, a held partial's are sorted here), and a loser tree takes the least
+/// of their heads, so the search reads them in that order without holding them all.
 fn bursts_at_hop(
     sources: &[(&Retries, u32)],
     hop: u16,
@@ -266,41 +263,39 @@ fn bursts_at_hop(
         .iter()
         .map(|&(retries, offset)| retries.at_hop_in_order(hop, offset))
         .collect::<Result<Vec<_>>>()?;
-    /// A source's next retry start: the least comes out of the heap first.
-    struct Head(RetryPoint, usize);
-    impl PartialEq for Head {
-        fn eq(&self, other: &Head) -> bool {
-            self.cmp(other).is_eq()
-        }
-    }
-    impl Eq for Head {}
-    impl PartialOrd for Head {
-        fn partial_cmp(&self, other: &Head) -> Option<std::cmp::Ordering> {
-            Some(self.cmp(other))
-        }
-    }
-    impl Ord for Head {
-        fn cmp(&self, other: &Head) -> std::cmp::Ordering {
-            other.0.order(&self.0).then(other.1.cmp(&self.1))
-        }
-    }
-    let mut heads = BinaryHeap::with_capacity(streams.len());
-    for (s, stream) in streams.iter_mut().enumerate() {
-        if let Some(point) = stream.next().transpose()? {
-            heads.push(Head(point, s));
-        }
-    }
+    let heads = streams
+        .iter_mut()
+        .map(|stream| Ok(stream.next().transpose()?.map(InOrder)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut heads = LoserTree::new(heads);
     let mut finder = BurstFinder::new(hop, rules.burst);
-    // The least head is replaced where it is and sifted once: a pop and a push sift twice,
-    // about twice the compares.
-    while let Some(mut least) = heads.peek_mut() {
-        let s = least.1;
-        match streams[s].next().transpose()? {
-            Some(next) => finder.push(std::mem::replace(&mut least.0, next)),
-            None => finder.push(PeekMut::pop(least).0),
+    while let Some(s) = heads.winner() {
+        let next = streams[s].next().transpose()?.map(InOrder);
+        if let Some(InOrder(point)) = heads.replace_winner(next) {
+            finder.push(point);
         }
     }
     Ok(finder.finish())
+}
+
+/// A retry start, ordered as the burst search reads them ([`RetryPoint::order`]).
+struct InOrder(RetryPoint);
+
+impl PartialEq for InOrder {
+    fn eq(&self, other: &InOrder) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+impl Eq for InOrder {}
+impl PartialOrd for InOrder {
+    fn partial_cmp(&self, other: &InOrder) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for InOrder {
+    fn cmp(&self, other: &InOrder) -> std::cmp::Ordering {
+        self.0.order(&other.0)
+    }
 }
 
 /// Partials merge only when every setting that changes a result is the same.
