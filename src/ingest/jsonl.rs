@@ -21,9 +21,10 @@ pub fn parse(text: &str, unterminated_last: bool) -> Result<RawFields<'_>, Strin
 }
 
 /// A line parsed and checked ([`RawFields::check`]) in one step. The usual line takes the
-/// typed fast path ([`flat::parse_typed`]), which converts each value as it is found; a
-/// line it steps aside from is read again into [`RawFields`] and checked, the path that
-/// says what is wrong with a bad line.
+/// typed fast path ([`flat::parse_typed`]), which converts each value as it is found (a
+/// line with the same bytes between its values as the lines before it is read by their
+/// shape, without looking for its keys); a line it steps aside from is read again into
+/// [`RawFields`] and checked, the path that says what is wrong with a bad line.
 pub fn parse_checked<'a>(
     text: &'a str,
     unterminated_last: bool,
@@ -276,7 +277,9 @@ mod flat {
     /// and setup, twice per key, were a twentieth of reading. Checking for escapes here,
     /// in the strings only, replaced a pass over every byte of the line (about 220 of the
     /// fast path's 2 570 instructions a line; 3.5 % fewer in all with the checks here).
-    #[inline]
+    /// Always inline: it is called for every string of the general path and every text
+    /// value of a shape's, and a call of its own cost both.
+    #[inline(always)]
     pub(super) fn plain_string_len(bytes: &[u8]) -> Option<usize> {
         const ONES: u64 = 0x0101_0101_0101_0101;
         const HIGHS: u64 = ONES << 7;
@@ -339,12 +342,17 @@ mod flat {
 
     /// [`parse`] into `fields`, which must be empty (`RawFields::default`).
     pub fn parse_into<'a>(text: &'a str, fields: &mut RawFields<'a>) -> Option<()> {
-        parse_with(text, fields)
+        parse_with(text, fields, &mut NoMarks)
     }
 
-    /// The object's keys, each known one's value read by `sink`.
+    /// The object's keys, each known one's value read by `sink`; where each value lies is
+    /// pushed to `marks` (for [`Shape::take`]).
     #[inline]
-    fn parse_with<'a>(text: &'a str, sink: &mut impl Sink<'a>) -> Option<()> {
+    fn parse_with<'a, M: Marks>(
+        text: &'a str,
+        sink: &mut impl Sink<'a>,
+        marks: &mut M,
+    ) -> Option<()> {
         let mut c = Cursor { text, at: 0 };
         // serde rejects a key given twice (e.g. operation_id and operationId); let it.
         let mut seen: u32 = 0;
@@ -375,6 +383,10 @@ mod flat {
                             index
                         }
                     };
+                    if M::ON {
+                        c.skip_ws();
+                    }
+                    let start = c.at;
                     match index {
                         Some(index) => {
                             if seen & (1 << index) != 0 {
@@ -387,6 +399,12 @@ mod flat {
                         None => {
                             c.value()?;
                         }
+                    }
+                    if M::ON {
+                        marks.push(Mark {
+                            value: start..c.at,
+                            field: index,
+                        });
                     }
                     c.skip_ws();
                     match c.peek()? {
@@ -458,52 +476,71 @@ mod flat {
     const UNTIMED: usize = field("untimed");
 
     impl<'a> Sink<'a> for Typed<'a, '_> {
-        #[inline]
+        // Always inline, with the kinds below: called for every key of the general path,
+        // and the compiler's choice changed with the code around it (out of line, 49
+        // instructions a value more).
+        #[inline(always)]
         fn value(&mut self, index: usize, c: &mut Cursor<'a>) -> Option<()> {
             c.skip_ws();
-            // null leaves a field unset, as on the checked path.
-            if c.peek()? == b'n' {
-                return c.literal("null");
+            match c.peek()? {
+                // null leaves a field unset, as on the checked path.
+                b'n' => c.literal("null"),
+                b'"' => self.text(index, c.string()?),
+                b'-' | b'0'..=b'9' => self.number(index, c.number()?),
+                b't' => c.literal("true").and_then(|()| self.flag(index, true)),
+                b'f' => c.literal("false").and_then(|()| self.flag(index, false)),
+                _ => None,
             }
-            // IDs must be strings here: a number as an ID is text the checked path makes.
-            let number = |c: &mut Cursor<'a>| match c.peek()? {
-                b'-' | b'0'..=b'9' => c.number(),
-                _ => None,
-            };
-            let flag = |c: &mut Cursor<'a>| match c.peek()? {
-                b't' => c.literal("true").map(|()| true),
-                b'f' => c.literal("false").map(|()| false),
-                _ => None,
-            };
-            // A value a conversion refuses steps aside (`.ok()?`) for the checked path's
-            // message.
+        }
+    }
+
+    /// Each kind of value into the fields that take it. A value a conversion refuses
+    /// steps aside (`.ok()?`) for the checked path's message, and so does a kind of value
+    /// a field does not take here: a number as an ID is text the checked path makes; a
+    /// text time (RFC 3339) and the keys of point events (start, finish, event, ts, t_ms,
+    /// time) are the checked path's.
+    impl<'a> Typed<'a, '_> {
+        #[inline(always)]
+        fn text(&mut self, index: usize, text: &'a str) -> Option<()> {
+            let line = &mut self.line;
             match index {
-                OPERATION_ID => self.line.operation_id = Some(c.string()?),
-                TEST_RUN_ID => self.line.test_run_id = Some(c.string()?),
-                HOP => self.line.hop = Some(self.hops.index_of(c.string()?)?),
-                ATTEMPT => self.line.attempt = Some(positive_int("attempt", number(c)?).ok()?),
-                DELIVERY => self.line.delivery = Some(positive_int("delivery", number(c)?).ok()?),
-                START_MS => self.line.start_ms = Some(time("start_ms", number(c)?).ok()?),
-                FINISH_MS => self.line.finish_ms = Some(time("finish_ms", number(c)?).ok()?),
-                OUTCOME => {
-                    let value = match c.peek()? {
-                        b'"' => Scalar::Str(Cow::Borrowed(c.string()?)),
-                        _ => number(c)?,
-                    };
-                    self.line.outcome = Some(outcome(value).ok()?);
-                }
-                TARGET => self.line.target = Some(c.string()?),
-                MESSAGE_ID => self.line.message_id = Some(c.string()?),
-                SPAN_ID => self.line.span_id = Some(c.string()?),
-                PARENT_ID => self.line.parent_id = Some(c.string()?),
-                DELAY_MS => self.line.delay_ms = Some(duration("delay_ms", number(c)?).ok()?),
+                OPERATION_ID => line.operation_id = Some(text),
+                TEST_RUN_ID => line.test_run_id = Some(text),
+                HOP => line.hop = Some(self.hops.index_of(text)?),
+                OUTCOME => line.outcome = Some(outcome(Scalar::Str(Cow::Borrowed(text))).ok()?),
+                TARGET => line.target = Some(text),
+                MESSAGE_ID => line.message_id = Some(text),
+                SPAN_ID => line.span_id = Some(text),
+                PARENT_ID => line.parent_id = Some(text),
+                _ => return None,
+            }
+            Some(())
+        }
+
+        #[inline(always)]
+        fn number(&mut self, index: usize, number: Scalar<'a>) -> Option<()> {
+            let line = &mut self.line;
+            match index {
+                ATTEMPT => line.attempt = Some(positive_int("attempt", number).ok()?),
+                DELIVERY => line.delivery = Some(positive_int("delivery", number).ok()?),
+                START_MS => line.start_ms = Some(time("start_ms", number).ok()?),
+                FINISH_MS => line.finish_ms = Some(time("finish_ms", number).ok()?),
+                OUTCOME => line.outcome = Some(outcome(number).ok()?),
+                DELAY_MS => line.delay_ms = Some(duration("delay_ms", number).ok()?),
                 RETRY_AFTER_MS => {
-                    self.line.retry_after_ms = Some(duration("retry_after_ms", number(c)?).ok()?);
+                    line.retry_after_ms = Some(duration("retry_after_ms", number).ok()?);
                 }
-                EFFECT => self.line.effect = flag(c)?,
-                HIDDEN => self.line.hidden = flag(c)?,
-                UNTIMED => self.line.untimed = flag(c)?,
-                // start, finish, event, ts, t_ms, time: the checked path.
+                _ => return None,
+            }
+            Some(())
+        }
+
+        #[inline(always)]
+        fn flag(&mut self, index: usize, flag: bool) -> Option<()> {
+            match index {
+                EFFECT => self.line.effect = flag,
+                HIDDEN => self.line.hidden = flag,
+                UNTIMED => self.line.untimed = flag,
                 _ => return None,
             }
             Some(())
@@ -543,8 +580,216 @@ mod flat {
             hops,
             line: TypedFields::default(),
         };
-        parse_with(text, &mut typed)?;
+        // One `Typed` and one `finish` for both ways of reading: a second of each made
+        // the compiler stop inlining the general path's `Sink::value` and `finish`
+        // (+115 instructions a line where no line has the last one's shape).
+        SHAPE.with_borrow_mut(|last| {
+            if last.shaped && last.shape.read(text, &mut typed).is_some() {
+                last.hits += 1;
+                last.misses = 0;
+                return Some(());
+            }
+            // What the shape read of the line before it stepped aside.
+            typed.line = TypedFields::default();
+            parse_with(text, &mut typed, &mut NoMarks)?;
+            last.misses += 1;
+            if last.misses >= last.wait {
+                last.retake(text, hops);
+            }
+            Some(())
+        })?;
         typed.finish()
+    }
+
+    /// Where a value of a line lies (its bytes as written, a string's quotes among them)
+    /// and the field its key names (`None`: a key not read).
+    struct Mark {
+        value: std::ops::Range<usize>,
+        field: Option<usize>,
+    }
+
+    /// Where [`parse_with`] puts where each value lies: nowhere on the general path, where
+    /// a check per key would cost (`ON` is known when it is compiled), in a list when a
+    /// shape is taken.
+    trait Marks {
+        const ON: bool;
+        fn push(&mut self, mark: Mark);
+    }
+
+    struct NoMarks;
+
+    impl Marks for NoMarks {
+        const ON: bool = false;
+        fn push(&mut self, _: Mark) {}
+    }
+
+    impl Marks for Vec<Mark> {
+        const ON: bool = true;
+        fn push(&mut self, mark: Mark) {
+            Vec::push(self, mark);
+        }
+    }
+
+    /// What a value of a [`Shape`] is.
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Kind {
+        /// A plain string ([`plain_string_len`]).
+        Text,
+        /// Digits that [`Cursor::number`] reads as an integer: no sign, no fraction, no
+        /// exponent, no leading zero, at most [`MAX_FAST_INT_DIGITS`].
+        Count,
+    }
+
+    /// The shape of the last line the typed path read: the bytes between its values (its
+    /// keys with their quotes, colons, commas and spaces) and what each value is. A log's
+    /// lines mostly share one: a line with the same bytes between values of the same kinds
+    /// has the same keys in the same order, and is read by comparing those bytes and
+    /// scanning each value, without looking for its keys, its whitespace and its commas
+    /// (about 80 instructions a key on the general path). Any difference hands the line to
+    /// the general path, which gives the next shape.
+    #[derive(PartialEq, Debug, Default)]
+    struct Shape {
+        /// The bytes before each value (after the value before it), then after the last.
+        between: Vec<u8>,
+        /// Each value: where its bytes before it end in `between`, its kind, its field.
+        values: Vec<(usize, Kind, Option<usize>)>,
+    }
+
+    impl Shape {
+        /// Becomes the shape of `text`, which the general path read with these `marks`
+        /// (in the memory of the shape before: a log whose lines keep changing shape would
+        /// otherwise allocate for each). False when a value is neither a plain string nor
+        /// a count (a null, a flag, a float, a negative number): such a line has no shape
+        /// to read the next ones by.
+        fn take(&mut self, text: &str, marks: &[Mark]) -> bool {
+            let bytes = text.as_bytes();
+            self.between.clear();
+            self.values.clear();
+            let mut from = 0;
+            for mark in marks {
+                let value = &bytes[mark.value.clone()];
+                let (kind, content) = match value.first() {
+                    Some(b'"') => (Kind::Text, mark.value.start + 1..mark.value.end - 1),
+                    Some(b'0'..=b'9') if is_count(value) => (Kind::Count, mark.value.clone()),
+                    _ => return false,
+                };
+                self.between.extend_from_slice(&bytes[from..content.start]);
+                self.values.push((self.between.len(), kind, mark.field));
+                from = content.end;
+            }
+            self.between.extend_from_slice(&bytes[from..]);
+            true
+        }
+
+        /// Reads `text` into `sink` if it has this shape; `None` if not (or if a value is
+        /// one the sink refuses): the general path then reads it.
+        #[inline]
+        fn read<'a>(&self, text: &'a str, sink: &mut Typed<'a, '_>) -> Option<()> {
+            let bytes = text.as_bytes();
+            let (mut at, mut from) = (0, 0);
+            for &(to, kind, field) in &self.values {
+                let between = &self.between[from..to];
+                let here = bytes.get(at..at + between.len())?;
+                if !crate::model::short_eq(here, between) {
+                    return None;
+                }
+                at += between.len();
+                from = to;
+                match kind {
+                    Kind::Text => {
+                        let len = plain_string_len(&bytes[at..])?;
+                        // At an ASCII quote on either side: on a character boundary.
+                        let value = text.get(at..at + len)?;
+                        at += len;
+                        if let Some(field) = field {
+                            sink.text(field, value)?;
+                        }
+                    }
+                    Kind::Count => {
+                        let digits = &bytes[at..at + digit_run(&bytes[at..])];
+                        if !is_count_run(digits) {
+                            return None;
+                        }
+                        at += digits.len();
+                        if let Some(field) = field {
+                            sink.number(field, Scalar::Int(digits_value(digits)))?;
+                        }
+                    }
+                }
+            }
+            crate::model::short_eq(bytes.get(at..)?, &self.between[from..]).then_some(())
+        }
+    }
+
+    /// Whether `value` is a count of [`Kind::Count`].
+    fn is_count(value: &[u8]) -> bool {
+        value.iter().all(u8::is_ascii_digit) && is_count_run(value)
+    }
+
+    /// Whether a run of ASCII digits is a count of [`Kind::Count`].
+    #[inline]
+    fn is_count_run(digits: &[u8]) -> bool {
+        matches!(digits.len(), 1..=MAX_FAST_INT_DIGITS) && (digits[0] != b'0' || digits.len() == 1)
+    }
+
+    /// The shape lines are read by, one per thread, and when to take the next one. A line
+    /// of another shape is read by the general path; the shape is taken anew from a line
+    /// only after [`LastShape::wait`] such lines in a row: a line now and then with a key
+    /// more or less keeps the shape of the lines around it, a log that changes shape gets
+    /// its new one from its second line. A shape that no line was read by makes the wait
+    /// for the next twice as long (up to [`LastShape::MAX_WAIT`]), so that a log whose
+    /// every line differs rarely pays for taking one (reading the line a second time).
+    struct LastShape {
+        shape: Shape,
+        shaped: bool,
+        /// Lines read by the shape since it was taken.
+        hits: u32,
+        /// Lines in a row the shape did not read.
+        misses: u32,
+        wait: u32,
+        marks: Vec<Mark>,
+    }
+
+    impl Default for LastShape {
+        fn default() -> LastShape {
+            LastShape {
+                shape: Shape::default(),
+                shaped: false,
+                hits: 0,
+                misses: 0,
+                // The first line gives the first shape.
+                wait: 1,
+                marks: Vec::new(),
+            }
+        }
+    }
+
+    impl LastShape {
+        /// Lines in a row of another shape, after a shape that lines were read by.
+        const WAIT: u32 = 2;
+        const MAX_WAIT: u32 = 1024;
+
+        /// Takes the shape of `text`, read again for where its values lie.
+        #[cold]
+        fn retake(&mut self, text: &str, hops: &HopOrder) {
+            self.wait = match self.hits {
+                0 => (self.wait * 2).min(LastShape::MAX_WAIT),
+                _ => LastShape::WAIT,
+            };
+            self.hits = 0;
+            self.misses = 0;
+            self.marks.clear();
+            self.shaped = parse_with(
+                text,
+                &mut Typed {
+                    hops,
+                    line: TypedFields::default(),
+                },
+                &mut self.marks,
+            )
+            .is_some()
+                && self.shape.take(text, &self.marks);
+        }
     }
 
     /// Lines read the checked way after the typed path stepped aside from one: a log of
@@ -576,6 +821,9 @@ mod flat {
         /// keys in the same order, and each is then taken by one comparison of its bytes,
         /// not found by a scan and looked up in the key table.
         static LAST_KEYS: std::cell::RefCell<Vec<KeyToken>> = const { std::cell::RefCell::new(Vec::new()) };
+
+        /// The shape of the last line this thread read on the typed path ([`Shape`]).
+        static SHAPE: std::cell::RefCell<LastShape> = std::cell::RefCell::default();
     }
 
     /// A key as a line spelled it, from its opening quote through the colon after it, and
@@ -613,6 +861,177 @@ mod flat {
                 Some(here) => n > 0 && crate::model::short_eq(here, &self.bytes[..n]),
                 None => false,
             }
+        }
+    }
+
+    #[cfg(test)]
+    mod shape_tests {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// The general typed path alone, and the shape it leaves.
+        fn general<'a>(
+            text: &'a str,
+            hops: &'a HopOrder,
+        ) -> Option<(CheckedLine<'a>, Option<Shape>)> {
+            let mut typed = Typed {
+                hops,
+                line: TypedFields::default(),
+            };
+            let mut marks = Vec::new();
+            parse_with(text, &mut typed, &mut marks)?;
+            let mut shape = Shape::default();
+            let shaped = shape.take(text, &marks);
+            Some((typed.finish()?, shaped.then_some(shape)))
+        }
+
+        /// A value the typed path takes for `key`.
+        fn valid(key: &str) -> BoxedStrategy<String> {
+            let text = |s: String| format!("\"{s}\"");
+            match key {
+                "hop" => prop::sample::select(vec!["caller", "gateway", "consumer", "dependency"])
+                    .prop_map(move |s| text(s.into()))
+                    .boxed(),
+                "outcome" => prop::sample::select(vec!["ok", "error", "timeout"])
+                    .prop_map(move |s| text(s.into()))
+                    .boxed(),
+                "attempt" | "delivery" => (1u32..100).prop_map(|n| n.to_string()).boxed(),
+                // Every start before every finish: the check across them passes.
+                "start_ms" => (1u64..1_000_000_000_000)
+                    .prop_map(|n| n.to_string())
+                    .boxed(),
+                "finish_ms" => (1_000_000_000_000u64..2_000_000_000_000)
+                    .prop_map(|n| n.to_string())
+                    .boxed(),
+                "delay_ms" => (0u32..1_000_000).prop_map(|n| n.to_string()).boxed(),
+                _ => "[a-z0-9-]{1,12}".prop_map(text).boxed(),
+            }
+        }
+
+        /// Values a shape must not take where a count or a plain string was: signs,
+        /// fractions, leading zeros, too many digits, escapes, other kinds, other text.
+        const ODD: [&str; 25] = [
+            "0",
+            "00",
+            "01",
+            "-1",
+            "-0",
+            "1.5",
+            "1e3",
+            "2.0",
+            "123456789012345678",
+            "1234567890123456789",
+            "99999999999999999999",
+            "true",
+            "false",
+            "null",
+            "\"\"",
+            "\"a\\\"b\"",
+            "\"\\u0041\"",
+            "\"é\"",
+            "\"x\ty\"",
+            "\"503\"",
+            "503",
+            "{}",
+            "[1]",
+            "\"2026-11-30T00:00:00Z\"",
+            "\"a\\\\\"",
+        ];
+
+        const KEYS: [&str; 12] = [
+            "operation_id",
+            "test_run_id",
+            "hop",
+            "attempt",
+            "delivery",
+            "start_ms",
+            "finish_ms",
+            "outcome",
+            "target",
+            "message_id",
+            "delay_ms",
+            "other",
+        ];
+
+        /// Two lines of the same keys, the second with up to two odd values, and whether
+        /// each puts spaces after its commas.
+        fn pair() -> impl Strategy<Value = (String, String)> {
+            let keys = prop::sample::subsequence(KEYS.to_vec(), 1..=KEYS.len())
+                .prop_map(|mut keys| {
+                    // The operation ID and a time the checks across fields need.
+                    for needed in ["operation_id", "start_ms"] {
+                        if !keys.contains(&needed) {
+                            keys.push(needed);
+                        }
+                    }
+                    keys
+                })
+                .prop_shuffle();
+            keys.prop_flat_map(|keys| {
+                let values = |keys: &[&str]| keys.iter().map(|k| valid(k)).collect::<Vec<_>>();
+                let odd = prop::collection::vec(
+                    (0..keys.len(), prop::sample::select(ODD.to_vec())),
+                    0..=2,
+                );
+                (
+                    values(&keys),
+                    values(&keys),
+                    odd,
+                    any::<bool>(),
+                    any::<bool>(),
+                )
+                    .prop_map(move |(first, mut second, odd, spaced, respaced)| {
+                        for (at, value) in odd {
+                            second[at] = value.to_string();
+                        }
+                        let line = |values: &[String], spaced: bool| {
+                            let fields: Vec<String> = keys
+                                .iter()
+                                .zip(values)
+                                .map(|(k, v)| format!("\"{k}\":{v}"))
+                                .collect();
+                            format!("{{{}}}", fields.join(if spaced { ", " } else { "," }))
+                        };
+                        (line(&first, spaced), line(&second, spaced != respaced))
+                    })
+            })
+        }
+
+        proptest! {
+            /// A line read by the shape of one before it (the same keys, other values) gives
+            /// what the general path gives, and is read by that shape whenever it has it.
+            #[test]
+            fn a_line_read_by_a_shape_is_read_as_the_general_path_reads_it((a, b) in pair()) {
+                let hops = HopOrder::default();
+                let (_, shape) = general(&a, &hops).expect("a line of valid values is read");
+                let shape = shape.expect("a line of counts and plain strings has a shape");
+                let mut typed = Typed { hops: &hops, line: TypedFields::default() };
+                let by_shape = shape.read(&b, &mut typed).and_then(|()| typed.finish());
+                let by_general = general(&b, &hops);
+                match (&by_shape, &by_general) {
+                    (Some(line), Some((general, _))) => prop_assert_eq!(line, general),
+                    (Some(line), None) => prop_assert!(false, "only the shape took {}: {:?}", b, line),
+                    (None, Some((_, same))) => {
+                        prop_assert!(same.as_ref() != Some(&shape), "the shape left {}", b)
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+
+        #[test]
+        fn a_generated_line_has_a_shape_the_next_one_is_read_by() {
+            let hops = HopOrder::default();
+            let a = r#"{"operation_id":"op-000001","test_run_id":"run-1","hop":"caller","attempt":1,"start_ms":1700000000001,"finish_ms":1700000000437,"outcome":"error","target":"sku-486","message_id":"msg-000001"}"#;
+            let b = r#"{"operation_id":"op-000002","test_run_id":"run-1","hop":"gateway","attempt":12,"start_ms":1700000000003,"finish_ms":1700000000036,"outcome":"ok","target":"sku-4","message_id":"msg-000002"}"#;
+            let (_, shape) = general(a, &hops).expect("read");
+            let shape = shape.expect("a shape");
+            let mut typed = Typed {
+                hops: &hops,
+                line: TypedFields::default(),
+            };
+            shape.read(b, &mut typed).expect("read by the shape");
+            assert_eq!(typed.finish(), general(b, &hops).map(|(line, _)| line));
         }
     }
 }
