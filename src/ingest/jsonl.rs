@@ -585,7 +585,7 @@ mod flat {
         // (+115 instructions a line where no line has the last one's shape).
         SHAPE.with_borrow_mut(|last| {
             if last.shaped && last.shape.read(text, &mut typed).is_some() {
-                last.hits += 1;
+                last.read = true;
                 last.misses = 0;
                 return Some(());
             }
@@ -741,12 +741,17 @@ mod flat {
     /// every line differs rarely pays for taking one (reading the line a second time).
     struct LastShape {
         shape: Shape,
+        /// Whether `shape` is one: false before the first line, and after a line that
+        /// has none (a null, a flag, a float among its values).
         shaped: bool,
-        /// Lines read by the shape since it was taken.
-        hits: u32,
-        /// Lines in a row the shape did not read.
+        /// Whether the shape has read a line since it was taken (a flag, not a count: a
+        /// count of every line read would overflow on a long enough log).
+        read: bool,
+        /// Lines in a row the shape did not read (at most `wait`).
         misses: u32,
+        /// How many such lines in a row make the shape be taken anew.
         wait: u32,
+        /// Where the values lie of the line a shape is taken from, kept for its memory.
         marks: Vec<Mark>,
     }
 
@@ -755,7 +760,7 @@ mod flat {
             LastShape {
                 shape: Shape::default(),
                 shaped: false,
-                hits: 0,
+                read: false,
                 misses: 0,
                 // The first line gives the first shape.
                 wait: 1,
@@ -772,11 +777,11 @@ mod flat {
         /// Takes the shape of `text`, read again for where its values lie.
         #[cold]
         fn retake(&mut self, text: &str, hops: &HopOrder) {
-            self.wait = match self.hits {
-                0 => (self.wait * 2).min(LastShape::MAX_WAIT),
-                _ => LastShape::WAIT,
+            self.wait = match self.read {
+                false => (self.wait * 2).min(LastShape::MAX_WAIT),
+                true => LastShape::WAIT,
             };
-            self.hits = 0;
+            self.read = false;
             self.misses = 0;
             self.marks.clear();
             self.shaped = parse_with(
