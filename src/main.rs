@@ -76,6 +76,7 @@ fn main() {
     // SAFETY: sets a process-wide allocator option; no allocation is in flight in this call.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     panics::install_hook();
+    raise_open_files_limit();
     let cli = Cli::parse();
     let code = match run(cli) {
         Ok(code) => code,
@@ -89,6 +90,34 @@ fn main() {
     };
     std::process::exit(code);
 }
+
+/// A spilled run's merge reads one file per partition at once, for each hop searched at
+/// once: hundreds at tens of millions of operations, and more where partitions were split
+/// again. The soft limit on open files (often 1 024) is raised to the hard one, or as near
+/// as the system lets a process go (macOS refuses an unlimited one).
+#[cfg(unix)]
+fn raise_open_files_limit() {
+    // SAFETY: getrlimit and setrlimit read and write only the struct they are given.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 || limit.rlim_cur >= limit.rlim_max
+        {
+            return;
+        }
+        let current = limit.rlim_cur;
+        for wanted in [limit.rlim_max, 10_240] {
+            if wanted > current {
+                limit.rlim_cur = wanted;
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0 {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn raise_open_files_limit() {}
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain()
@@ -308,30 +337,37 @@ fn analyze_partitions(
     }
     release_free_memory(PARTITION_PURGE_DELAY_MS);
     let mut partials: Vec<partial::Partial> = Vec::new();
-    let dir = read.partitions(|part, dir| {
-        crate::profile::note("partition read back");
-        // Each partition knows the trace end of all the input: nothing is deferred. Its
-        // events are dropped once analysed; its strings are read into again. Its rows and
-        // retry starts wait on disk for the merge: no partition's rows stay in memory, and
-        // the merge reads the retry starts one hop at a time.
-        let name = format!("partition-{}", partials.len());
-        let mut partial = partial::build(part, rules, keep, true, dir.map(|d| (d, name.as_str())))?;
-        if dir.is_some() {
-            crate::profile::note("partition spilled");
-        }
-        // Statistics are folded into the first partition's as each one ends, and the merge
-        // adds up the same numbers: a partition's time histogram and latency sketches are
-        // a megabyte or two, and the 155 partitions of 30 M operations held theirs until
-        // the merge, a third of that run's peak memory.
-        if let Some(first) = partials.first_mut() {
-            let stats = std::mem::replace(&mut partial.stats, AttemptStats::new(rules.hops.len()));
-            first.stats.merge(&stats)?;
-        }
-        partials.push(partial);
-        release_free_memory(PARTITION_PURGE_DELAY_MS);
-        crate::profile::note("partition analysed");
-        Ok(())
-    })?;
+    let dir = read.partitions(
+        |part, dir, number| {
+            crate::profile::note("partition read back");
+            // Each partition knows the trace end of all the input: nothing is deferred. Its
+            // events are dropped once analysed; its strings are read into again. Its rows
+            // and retry starts wait on disk for the merge: no partition's rows stay in
+            // memory, and the merge reads the retry starts one hop at a time.
+            let name = format!("partition-{number}");
+            let partial = partial::build(part, rules, keep, true, dir.map(|d| (d, name.as_str())))?;
+            if dir.is_some() {
+                crate::profile::note("partition spilled");
+            }
+            Ok(partial)
+        },
+        |mut partial| {
+            // Statistics are folded into the first partition's as each one ends, in the
+            // partitions' order, and the merge adds up the same numbers: a partition's
+            // time histogram and latency sketches are a megabyte or two, and the 155
+            // partitions of 30 M operations held theirs until the merge, a third of that
+            // run's peak memory.
+            if let Some(first) = partials.first_mut() {
+                let stats =
+                    std::mem::replace(&mut partial.stats, AttemptStats::new(rules.hops.len()));
+                first.stats.merge(&stats)?;
+            }
+            partials.push(partial);
+            release_free_memory(PARTITION_PURGE_DELAY_MS);
+            crate::profile::note("partition analysed");
+            Ok(())
+        },
+    )?;
     // The merge's peak is the burst rule's, one hop's retry starts at a time: what one hop
     // freed is gone before the next one's are read.
     release_free_memory(0);

@@ -269,6 +269,64 @@ fn a_compressed_file_that_will_not_fit_is_spilled_from_its_first_chunks() {
     );
 }
 
+/// The merge reads one file per partition at once, for each hop searched at once: under a
+/// small limit, or at tens of millions of operations, more than the common soft limit on
+/// open files. The run raises its soft limit to the hard one: under a soft limit of 40,
+/// `generate --ops 20000` under a 1 MiB limit (some 350 partitions) merges, and gives the
+/// rows of the run in memory.
+#[test]
+fn more_partitions_than_the_soft_open_files_limit_merge() {
+    let dir = TempDir::new("memory-files");
+    let events = dir.path.join("events.jsonl");
+    run(&[
+        OsString::from("generate"),
+        "--ops".into(),
+        "20000".into(),
+        "--seed".into(),
+        "3".into(),
+        "--output".into(),
+        events.clone().into(),
+    ])
+    .expect_code(0);
+    let rows = |name: &str, limit: &str, soft_files: Option<u32>| {
+        let path = dir.path.join(name);
+        let mut command = match soft_files {
+            // The shell lowers its soft limit and the binary starts under it.
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.args(["-c", &format!("ulimit -Sn {n} && exec \"$0\" \"$@\""), BIN]);
+                c
+            }
+            None => Command::new(BIN),
+        };
+        let out = command
+            .arg("analyze")
+            .args(["--format", "csv", "--memory-limit", limit, "--temp-dir"])
+            .arg(&dir.path)
+            .arg("--output")
+            .arg(&path)
+            .arg(&events)
+            .env("ATTEMPT_FUNNEL_PROFILE", "1")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the binary");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let partitions = stderr.matches("partition read back").count();
+        (std::fs::read(&path).expect("rows written"), partitions)
+    };
+    let (in_memory, _) = rows("memory.csv", IN_MEMORY, None);
+    let (spilled, partitions) = rows("spilled.csv", "1M", Some(40));
+    assert!(
+        partitions > 100,
+        "{partitions} partitions: too few to need more than 40 files at once"
+    );
+    assert!(
+        spilled == in_memory,
+        "the spilled run wrote other rows than the run in memory"
+    );
+}
+
 #[test]
 fn an_unwritable_temp_dir_is_a_clear_error() {
     let dir = TempDir::new("memory-not-a-dir");

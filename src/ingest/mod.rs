@@ -185,31 +185,35 @@ pub struct Partitioned {
 }
 
 impl Partitioned {
-    /// Hands each partition to `each`, in a fixed order, as the events of its operations
-    /// (each operation whole, in one partition), each knowing the trace end of all the
-    /// input (as `latest_elsewhere_ms`), so that none of its operations waits for the
-    /// merge; the first also carries the input's files, lines read, bad lines and span
-    /// statistics, the others none of them. Without a spill
-    /// the one partition is everything read. A partition that turns out larger than the
+    /// Hands each partition to `each`, [`PARTITIONS_AT_ONCE`] at a time side by side, as
+    /// the events of its operations (each operation whole, in one partition), each knowing
+    /// the trace end of all the input (as `latest_elsewhere_ms`), so that none of its
+    /// operations waits for the merge; then hands what `each` made of it to `done`, one
+    /// partition after the other in a fixed order (with its number in that order, as
+    /// `each` was given it). The first partition also carries the input's files, lines
+    /// read, bad lines and span statistics, the others none of them. Without a spill the
+    /// one partition is everything read. A partition that turns out larger than the
     /// budget is split again (by the same hash) before it is read.
     ///
     /// `each` is also given the spill's directory, where it may leave files of its own
     /// (a partition's rows, until the merge reads them); the directory is returned, and
     /// removed with what it holds when dropped.
-    pub fn partitions(
+    pub fn partitions<T: Send>(
         self,
-        mut each: impl FnMut(&mut Ingested, Option<&Path>) -> Result<()>,
+        each: impl Fn(&mut Ingested, Option<&Path>, usize) -> Result<T> + Sync,
+        mut done: impl FnMut(T) -> Result<()>,
     ) -> Result<Option<spill::TempDir>> {
         let Partitioned {
-            mut head,
+            head,
             spill,
             budget,
             trace_end_ms,
         } = self;
         let Some(spill) = spill else {
-            return each(&mut head, None).map(|()| None);
+            let mut head = head;
+            return done(each(&mut head, None, 0)?).map(|()| None);
         };
-        let budget = budget.expect("a spill has a budget").events_bytes();
+        let budget = budget.expect("a spill has a budget").partition_bytes();
         let files = head.files.clone();
         let policy = head.diagnostics.policy();
         // Each partition after the first reads into the operation table, strings and key
@@ -233,56 +237,108 @@ impl Partitioned {
                 latest_elsewhere_ms: None,
             }
         };
-        let mut keys = Keys::default();
-        // The decoding thread's batches, handed from part to part for the same reason.
-        let mut spare: Vec<spill::Batch> = Vec::new();
-        let mut into = head;
-        let mut todo: Vec<spill::Part> = Vec::new();
-        let mut parts = spill.partitions.parts.clone().into_iter();
-        loop {
-            // Parts split from a partition come first, then the next partition.
-            let part = match todo.pop() {
-                Some(p) => p,
-                None => match parts.next() {
-                    Some(p) => p,
-                    None => return Ok(Some(spill.into_dir())),
-                },
+        // One slot per partition read at once, each with the key index and the decoding
+        // thread's batches it hands from part to part for the same reason.
+        let mut slots = vec![Slot::new(head)];
+        while slots.len() < PARTITIONS_AT_ONCE {
+            let mut empty = Ingested {
+                events: Vec::new(),
+                operations: Vec::new(),
+                strings: Interner::default(),
+                files: Vec::new(),
+                lines_read: 0,
+                diagnostics: Diagnostics::new(policy),
+                span_stats: None,
+                latest_elsewhere_ms: None,
             };
-            if part.memory_bytes() > budget && part.events > 1 {
-                if let Some(mut split) = spill.split_parts(&part, part.memory_bytes(), budget) {
-                    read_part(
-                        &part,
-                        &mut into,
-                        &mut keys,
-                        &mut Some((&mut split, budget)),
-                        &mut spare,
-                    )?;
-                    spill.remove(&part);
-                    // A split that left everything in one part (one huge operation) is
-                    // read as it is: an operation is analysed whole.
-                    if split.parts.iter().all(|p| p.events < part.events) {
-                        todo.extend(split.parts.into_iter().rev());
+            slots.push(Slot::new(next(&mut empty)));
+        }
+        // Parts split from a partition come first, then the next partition. A part split
+        // into one part only (one huge operation) is read whole (`true`): an operation is
+        // analysed whole.
+        let mut todo: Vec<(spill::Part, bool)> = Vec::new();
+        let mut parts = spill.partitions.parts.clone().into_iter();
+        let mut number = 0;
+        loop {
+            let mut batch: Vec<spill::Part> = Vec::with_capacity(PARTITIONS_AT_ONCE);
+            while batch.len() < PARTITIONS_AT_ONCE {
+                let Some((part, whole)) = todo.pop().or_else(|| parts.next().map(|p| (p, false)))
+                else {
+                    break;
+                };
+                if !whole && part.memory_bytes() > budget && part.events > 1 {
+                    if let Some(mut split) = spill.split_parts(&part, part.memory_bytes(), budget) {
+                        // Read and written on into its parts through a slot not in use yet,
+                        // which it leaves empty.
+                        let slot = &mut slots[batch.len()];
+                        read_part(
+                            &part,
+                            &mut slot.into,
+                            &mut slot.keys,
+                            &mut Some((&mut split, budget)),
+                            &mut slot.spare,
+                        )?;
+                        spill.remove(&part);
+                        if split.parts.iter().all(|p| p.events < part.events) {
+                            todo.extend(split.parts.into_iter().rev().map(|p| (p, false)));
+                        } else {
+                            let one = split.parts.into_iter().find(|p| p.events == part.events);
+                            todo.push((one.expect("the one part"), true));
+                        }
                         continue;
                     }
-                    let whole = split.parts.into_iter().find(|p| p.events == part.events);
-                    read_part(
-                        &whole.expect("the one part"),
-                        &mut into,
-                        &mut keys,
-                        &mut None,
-                        &mut spare,
-                    )?;
-                    into.latest_elsewhere_ms = Some(trace_end_ms);
-                    each(&mut into, Some(spill.dir()))?;
-                    into = next(&mut into);
-                    continue;
                 }
+                batch.push(part);
             }
-            read_part(&part, &mut into, &mut keys, &mut None, &mut spare)?;
-            spill.remove(&part);
-            into.latest_elsewhere_ms = Some(trace_end_ms);
-            each(&mut into, Some(spill.dir()))?;
-            into = next(&mut into);
+            if batch.is_empty() {
+                return Ok(Some(spill.into_dir()));
+            }
+            // Side by side: each partition's reading back keeps a core and a half busy,
+            // and its pass's tail one; two at once fill what either leaves idle.
+            let (spill, each) = (&spill, &each);
+            let made: Vec<Result<T>> = slots[..batch.len()]
+                .par_iter_mut()
+                .zip(batch.par_iter())
+                .enumerate()
+                .map(|(j, (slot, part))| {
+                    read_part(
+                        part,
+                        &mut slot.into,
+                        &mut slot.keys,
+                        &mut None,
+                        &mut slot.spare,
+                    )?;
+                    spill.remove(part);
+                    slot.into.latest_elsewhere_ms = Some(trace_end_ms);
+                    each(&mut slot.into, Some(spill.dir()), number + j)
+                })
+                .collect();
+            number += batch.len();
+            for (slot, made) in slots.iter_mut().zip(made) {
+                done(made?)?;
+                slot.into = next(&mut slot.into);
+            }
+        }
+    }
+}
+
+/// Partitions read back and analysed at once ([`Partitioned::partitions`]), each under
+/// its share of the budget ([`spill::Budget::partition_bytes`]).
+pub const PARTITIONS_AT_ONCE: usize = 2;
+
+/// What one partition read at a time is read into, kept from one to the next.
+struct Slot {
+    into: Ingested,
+    keys: Keys,
+    spare: Vec<spill::Batch>,
+}
+
+impl Slot {
+    fn new(into: Ingested) -> Slot {
+        Slot {
+            into,
+            keys: Keys::default(),
+            spare: Vec::new(),
         }
     }
 }
@@ -1044,7 +1100,7 @@ impl<'c> Reader<'c> {
             Some(spill) => spill,
             None => {
                 let partitions =
-                    spill::first_partitions(held, read, self.total_bytes, budget.events_bytes());
+                    spill::first_partitions(held, read, self.total_bytes, budget.partition_bytes());
                 self.spill.insert(Spill::create(budget, partitions)?)
             }
         };

@@ -279,6 +279,22 @@ fn wire_row(row: &Row, hops: &HopOrder) -> WireRow {
     }
 }
 
+/// The largest buffer a spill file is read through.
+pub const READ_BUFFER_MAX: usize = 1 << 20;
+
+/// The buffers of all the files a merge reads at once: spilled runs make more, smaller
+/// partitions than they did (see `ingest::spill::PARTITION_SHARES`), and a buffer of
+/// [`READ_BUFFER_MAX`] for each would grow with the input (200 files at 10 M operations,
+/// 600 at 30 M).
+pub const MERGE_READ_BYTES: usize = 64 << 20;
+
+/// The buffer of each of `files` read at once: a share of [`MERGE_READ_BYTES`], at least
+/// 16 KiB (a read per 16 KiB is still cheap next to decoding them), at most
+/// [`READ_BUFFER_MAX`].
+pub fn read_buffer(files: usize) -> usize {
+    (MERGE_READ_BYTES / files.max(1)).clamp(16 << 10, READ_BUFFER_MAX)
+}
+
 /// A partition's rows set aside in a temporary file while the other partitions of a
 /// spilled run are analysed, in key order, read back by the merge (so that a run holds the
 /// rows of no partition in memory). The file lives and dies within one run, so its
@@ -319,11 +335,12 @@ impl SpilledRows {
         })
     }
 
-    /// The rows, in order.
-    pub fn read(&self) -> Result<impl Iterator<Item = Result<Row>>> {
+    /// The rows, in order, read `buffer_bytes` at a time (at most [`READ_BUFFER_MAX`]:
+    /// a merge of many shares [`MERGE_READ_BYTES`] out, see [`read_buffer`]).
+    pub fn read(&self, buffer_bytes: usize) -> Result<impl Iterator<Item = Result<Row>>> {
         let file = std::fs::File::open(&self.path)
             .with_context(|| format!("could not open the spill file '{}'", self.path.display()))?;
-        let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut input = std::io::BufReader::with_capacity(buffer_bytes.min(READ_BUFFER_MAX), file);
         let (hops, path) = (self.hops, self.path.clone());
         let mut record = Vec::new();
         Ok((0..self.count).map(move |_| {
@@ -641,9 +658,13 @@ impl SpilledRetries {
             .map_or(0, |(_, n)| *n as usize)
     }
 
-    /// The retry starts at `hop`, in the order written ([`RetryPoint::order`]), read a
-    /// buffer at a time.
-    pub fn read_at(&self, hop: u16) -> Result<impl Iterator<Item = Result<RetryPoint>> + Send> {
+    /// The retry starts at `hop`, in the order written ([`RetryPoint::order`]), read
+    /// `buffer_bytes` at a time (see [`SpilledRows::read`]).
+    pub fn read_at(
+        &self,
+        hop: u16,
+        buffer_bytes: usize,
+    ) -> Result<impl Iterator<Item = Result<RetryPoint>> + Send> {
         // A hop without a file (none of its points here) reads as empty.
         let (path, count) = self.hops.get(usize::from(hop)).cloned().unwrap_or_default();
         let changed = move |path: &std::path::Path| {
@@ -660,7 +681,10 @@ impl SpilledRetries {
             if length != count * RETRY_BYTES as u64 {
                 return Err(changed(&path));
             }
-            input = Some(std::io::BufReader::with_capacity(1 << 16, file));
+            input = Some(std::io::BufReader::with_capacity(
+                buffer_bytes.min(READ_BUFFER_MAX),
+                file,
+            ));
         }
         let f64_at =
             |r: &[u8], at: usize| f64::from_le_bytes(r[at..at + 8].try_into().expect("8 bytes"));
@@ -718,7 +742,7 @@ pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
     line(&Line::Stats(Box::new(partial.stats.clone())))?;
     // Each hop's in the order the merge's burst search reads them.
     for hop in 0..hops.len() as u16 {
-        for r in partial.retries.at_hop_in_order(hop, 0)? {
+        for r in partial.retries.at_hop_in_order(hop, 0, READ_BUFFER_MAX)? {
             let r = r?;
             line(&Line::Retry(WireRetry(hop, r.start_ms, r.op, r.delay_ms())))?;
         }
@@ -726,7 +750,7 @@ pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
     let rows: Box<dyn Iterator<Item = Result<Row>>> = match &partial.rows {
         Rows::Memory(rows) => Box::new(rows.iter().cloned().map(Ok)),
         Rows::File(file) => Box::new(rows_of(file)?),
-        Rows::Spilled(spilled) => Box::new(spilled.read()?),
+        Rows::Spilled(spilled) => Box::new(spilled.read(READ_BUFFER_MAX)?),
     };
     for row in rows {
         line(&Line::Row(wire_row(&row?, &hops)))?;
@@ -1241,7 +1265,7 @@ mod tests {
     fn spilled_rows_come_back_bit_for_bit() {
         let (rows, spilled, path) = spilled(200, "whole");
         let back: Vec<Row> = spilled
-            .read()
+            .read(READ_BUFFER_MAX)
             .expect("opened")
             .map(|r| r.expect("row"))
             .collect();
@@ -1269,7 +1293,7 @@ mod tests {
         let (_, spilled, path) = spilled(10, "cut");
         let bytes = std::fs::read(&path).expect("read");
         std::fs::write(&path, &bytes[..bytes.len() - 3]).expect("cut");
-        let read: Vec<Result<Row>> = spilled.read().expect("opened").collect();
+        let read: Vec<Result<Row>> = spilled.read(READ_BUFFER_MAX).expect("opened").collect();
         std::fs::remove_file(&path).ok();
         assert!(read[..9].iter().all(Result::is_ok));
         let err = format!("{:#}", read[9].as_ref().expect_err("cut short"));

@@ -91,9 +91,11 @@ pub fn merge(
         .collect();
     // The hops side by side: each search holds a segment of its retry starts at a time,
     // never a whole hop's (see `BurstFinder`).
+    // Each searching thread reads one file per source at a time.
+    let buffer = format::read_buffer(sources.len() * rayon::current_num_threads());
     let bursts: Vec<Burst> = hops
         .into_par_iter()
-        .map(|hop| bursts_at_hop(&sources, hop, counts[hop as usize], rules))
+        .map(|hop| bursts_at_hop(&sources, hop, counts[hop as usize], rules, buffer))
         .collect::<Result<Vec<Vec<Burst>>>>()?
         .into_iter()
         .flatten()
@@ -130,13 +132,14 @@ pub fn merge(
     let mut tally = Tally::new(rules.hops.len(), listed);
     let mut sources: Vec<Source> = Vec::new();
     let mut stats = AttemptStats::new(rules.hops.len());
+    let buffer = format::read_buffer(parts.len());
     for (p, &offset) in parts.iter_mut().zip(&offsets) {
         let numbered = move |(i, row): (usize, Result<Row>)| row.map(|r| (r, offset + i as u32));
         sources.push(
             match std::mem::replace(&mut p.rows, Rows::Memory(Vec::new())) {
                 Rows::Memory(rows) => Box::new(rows.into_iter().map(Ok).enumerate().map(numbered)),
                 Rows::File(file) => Box::new(format::rows_of(&file)?.enumerate().map(numbered)),
-                Rows::Spilled(spilled) => Box::new(spilled.read()?.enumerate().map(numbered)),
+                Rows::Spilled(spilled) => Box::new(spilled.read(buffer)?.enumerate().map(numbered)),
             },
         );
         stats
@@ -251,6 +254,7 @@ fn bursts_at_hop(
     hop: u16,
     count: usize,
     rules: &Rules,
+    buffer: usize,
 ) -> Result<Vec<Burst>> {
     if count >= u32::MAX as usize {
         bail!(
@@ -261,7 +265,7 @@ fn bursts_at_hop(
     }
     let mut streams = sources
         .iter()
-        .map(|&(retries, offset)| retries.at_hop_in_order(hop, offset))
+        .map(|&(retries, offset)| retries.at_hop_in_order(hop, offset, buffer))
         .collect::<Result<Vec<_>>>()?;
     let heads = streams
         .iter_mut()

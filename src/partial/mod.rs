@@ -103,11 +103,12 @@ impl Retries {
 
     /// The retry starts at `hop`, their operations offset by `offset`, in
     /// [`RetryPoint::order`]: a spilled partition's read from its file as written (in that
-    /// order), held ones sorted here.
+    /// order, `buffer_bytes` at a time), held ones sorted here.
     pub fn at_hop_in_order(
         &self,
         hop: u16,
         offset: u32,
+        buffer_bytes: usize,
     ) -> Result<Box<dyn Iterator<Item = Result<RetryPoint>> + Send + '_>> {
         let offset_by = move |mut point: RetryPoint| {
             point.op += offset;
@@ -120,7 +121,9 @@ impl Retries {
                     .map(move |p| Ok(offset_by(p))),
             )),
             Retries::Spilled(spilled) => Ok(Box::new(
-                spilled.read_at(hop)?.map(move |p| p.map(offset_by)),
+                spilled
+                    .read_at(hop, buffer_bytes)?
+                    .map(move |p| p.map(offset_by)),
             )),
         }
     }
