@@ -258,8 +258,17 @@ impl BurstFinder {
             if end - i < self.least_count {
                 continue;
             }
-            let lambda = self.edges.background(&times, t0, w);
-            let significant = ln_tail_below((end - i) as u64, lambda, threshold, &ln_factorial)
+            // The background is the busier side's: a count the side after makes likely is
+            // likely whatever the side before says (the tail only grows with the
+            // background), and most windows of a busy hop are. Their side before is not
+            // counted (its edges catch up at the next window that needs them).
+            let k = (end - i) as u64;
+            let after = self.edges.after(&times, t0, w);
+            if ln_tail_below(k, after, threshold, &ln_factorial).is_none() {
+                continue;
+            }
+            let lambda = after.max(self.edges.before(&times, t0, w));
+            let significant = ln_tail_below(k, lambda, threshold, &ln_factorial)
                 .is_some_and(|ln_p| ln_p < threshold);
             if !significant {
                 continue;
@@ -444,20 +453,24 @@ struct Edges {
 impl Edges {
     /// The edges after the first `dropped` points were let go of. An edge before them can
     /// only have been a `before` edge of a window whose look-back reached further than any
-    /// later window's: a later call would move it past them anyway.
+    /// later window's, or one left behind while its side was not asked about: a later
+    /// call moves it past them anyway.
     fn rebase(&mut self, dropped: usize) {
         for edge in self.before.iter_mut().chain(self.after.iter_mut()) {
             *edge = edge.saturating_sub(dropped);
         }
     }
 
-    /// The background λ of a window `[t0, t0 + w]`: on each side, the median count of the
-    /// [`NEIGHBOUR_WINDOWS`] windows of width `w`, at least [`MIN_BACKGROUND_RETRIES`]; then
-    /// the busier side. The median makes one busy neighbour (the other half of a split
-    /// wave, a stray cluster) no background; the busier side keeps the edge of a long
-    /// jittered wave, quiet on one side and busy on the other, from looking like a spike.
-    /// `t0` must not be below the one of the previous call.
-    fn background(&mut self, times: &[Millis], t0: Millis, w: Millis) -> f64 {
+    // The background λ of a window `[t0, t0 + w]`: on each side, the median count of the
+    // NEIGHBOUR_WINDOWS windows of width `w`, at least MIN_BACKGROUND_RETRIES; then the
+    // busier side (`before(…).max(after(…))`, the search asking the side after first).
+    // The median makes one busy neighbour (the other half of a split wave, a stray
+    // cluster) no background; the busier side keeps the edge of a long jittered wave,
+    // quiet on one side and busy on the other, from looking like a spike. Each side's
+    // `t0` must not be below the one of its previous call.
+
+    /// The side before's background: its windows `[t0 − (k+1)w, t0 − kw)`.
+    fn before(&mut self, times: &[Millis], t0: Millis, w: Millis) -> f64 {
         // Each edge is where `partition_point` would put it: the predicates only widen as
         // `t0` grows (a rounded `t0 ± k·w` never decreases with `t0`).
         for (k, edge) in self.before.iter_mut().enumerate() {
@@ -466,26 +479,24 @@ impl Edges {
                 *edge += 1;
             }
         }
+        debug_assert_eq!(
+            self.before[NEIGHBOUR_WINDOWS],
+            times.partition_point(|&t| t < t0 - NEIGHBOUR_WINDOWS as f64 * w)
+        );
+        let counts = std::array::from_fn(|k| self.before[k] - self.before[k + 1]);
+        median(counts).max(MIN_BACKGROUND_RETRIES)
+    }
+
+    /// The side after's background: its windows `(t0 + (k+1)w, t0 + (k+2)w]`.
+    fn after(&mut self, times: &[Millis], t0: Millis, w: Millis) -> f64 {
         for (k, edge) in self.after.iter_mut().enumerate() {
             let bound = t0 + k as f64 * w;
             while *edge < times.len() && times[*edge] <= bound {
                 *edge += 1;
             }
         }
-        debug_assert_eq!(
-            self.before[NEIGHBOUR_WINDOWS],
-            times.partition_point(|&t| t < t0 - NEIGHBOUR_WINDOWS as f64 * w)
-        );
-        let mut before = [0usize; NEIGHBOUR_WINDOWS];
-        let mut after = [0usize; NEIGHBOUR_WINDOWS];
-        for k in 0..NEIGHBOUR_WINDOWS {
-            // Before: [t0 − (k+1)w, t0 − kw); after: (t0 + (k+1)w, t0 + (k+2)w].
-            before[k] = self.before[k] - self.before[k + 1];
-            after[k] = self.after[k + 2] - self.after[k + 1];
-        }
-        median(before)
-            .max(median(after))
-            .max(MIN_BACKGROUND_RETRIES)
+        let counts = std::array::from_fn(|k| self.after[k + 2] - self.after[k + 1]);
+        median(counts).max(MIN_BACKGROUND_RETRIES)
     }
 }
 
@@ -900,6 +911,29 @@ mod tests {
             }
         }
         points(&t)
+    }
+
+    /// The search skips the side before of a window whose count the side after already
+    /// makes likely: sound only if the tail answers "not below" for every larger
+    /// background too. Backgrounds are medians of counts, steps of a half.
+    #[test]
+    fn a_count_likely_under_a_background_is_likely_under_every_larger_one() {
+        let ln_factorial = LnFactorial::up_to(300);
+        let threshold = BURST_P_VALUE.ln();
+        let backgrounds: Vec<f64> = (2..=600).map(|h| h as f64 / 2.0).collect();
+        for k in 1..=300u64 {
+            for (a, &smaller) in backgrounds.iter().enumerate() {
+                if ln_tail_below(k, smaller, threshold, &ln_factorial).is_some() {
+                    continue;
+                }
+                for &larger in &backgrounds[a..] {
+                    assert!(
+                        ln_tail_below(k, larger, threshold, &ln_factorial).is_none(),
+                        "{k} retries: likely under {smaller}, unlikely under {larger}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
