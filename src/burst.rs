@@ -9,6 +9,8 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::ops::Range;
 
+use rayon::prelude::*;
+
 use crate::model::Millis;
 use crate::rules::BurstParams;
 
@@ -146,6 +148,11 @@ pub struct BurstFinder {
     hop: u16,
     params: BurstParams,
     segment: usize,
+    /// From how many anchors a search scans in stretches, and in how many.
+    stretches: (usize, usize),
+    /// Whether the stretches after the first test their windows (always, but in a test of
+    /// the candidates the search tests itself).
+    stretches_test: bool,
     /// The points from the hop's `base`-th on.
     points: Vec<RetryPoint>,
     base: usize,
@@ -177,6 +184,8 @@ impl BurstFinder {
             hop,
             params,
             segment,
+            stretches: (PARALLEL_ANCHORS, rayon::current_num_threads().max(1)),
+            stretches_test: true,
             points: Vec::new(),
             base: 0,
             next: 0,
@@ -235,64 +244,74 @@ impl BurstFinder {
         // Counts asked about are of points within one window: the table goes that far, not
         // to n.
         let ln_factorial = LnFactorial::up_to(instants.most_in_a_window(&times, w, first..last));
-        let threshold = BURST_P_VALUE.ln();
-        for g in first..last {
-            let i = instants.starts[g] as usize;
-            let t0 = times[i];
-            self.end = self.end.max(instants.end_of(g));
-            while self.end < n && times[self.end] <= t0 + w {
-                self.end += 1;
-            }
-            let end = self.end;
-            let (hop_i, hop_end) = (self.base + i, self.base + end);
-            if need[i] as usize > end
-                || self
-                    .reach
-                    .is_some_and(|(from, to)| from <= hop_i && hop_end <= to)
+        let scan = Scan {
+            times: &times,
+            instants: &instants,
+            need: &need,
+            ln_factorial: &ln_factorial,
+            w,
+            base: self.base,
+            least_count: self.least_count,
+            threshold: BURST_P_VALUE.ln(),
+        };
+        // The anchors in stretches side by side, each from a cursor of its own; the first
+        // goes on from this search's cursor and with its reach.
+        let (from_anchors, most) = self.stretches;
+        let stretches = if last - first >= from_anchors.max(1) {
+            most.clamp(1, last - first)
+        } else {
+            1
+        };
+        let bounds: Vec<usize> = (0..=stretches)
+            .map(|k| first + (last - first) * k / stretches)
+            .collect();
+        let mut cursors: Vec<Cursor> = bounds[..stretches]
+            .iter()
+            .enumerate()
+            .map(|(k, &g)| match k {
+                0 => Cursor {
+                    end: self.end,
+                    edges: std::mem::take(&mut self.edges),
+                },
+                _ => scan.cursor_at(g),
+            })
+            .collect();
+        let (reach, test) = (self.reach, self.stretches_test);
+        let found: Vec<Vec<Candidate>> = cursors
+            .par_iter_mut()
+            .enumerate()
+            .map(|(k, cursor)| {
+                let from_reach = if k == 0 { reach } else { None };
+                scan.stretch(bounds[k]..bounds[k + 1], cursor, from_reach, k == 0 || test)
+            })
+            .collect();
+        // Which candidates the search takes, in anchor order: a window inside the reach of
+        // one taken before it is not (see `reach`), and one a stretch left to a reach of its
+        // own that the search's does not cover is tested now.
+        for c in found.into_iter().flatten() {
+            if self
+                .reach
+                .is_some_and(|(from, to)| from <= c.hop_i && c.hop_end <= to)
             {
                 continue;
             }
-            // Most windows hold too few retries to be unlikely under any background: their
-            // neighbours are not counted at all (the edges catch up at the next window that
-            // is, as they only move forward).
-            if end - i < self.least_count {
-                continue;
-            }
-            // The background is the busier side's: a count the side after makes likely is
-            // likely whatever the side before says (the tail only grows with the
-            // background), and most windows of a busy hop are. Their side before is not
-            // counted (its edges catch up at the next window that needs them).
-            let k = (end - i) as u64;
-            let after = self.edges.after(&times, t0, w);
-            if ln_tail_below(k, after, threshold, &ln_factorial).is_none() {
-                continue;
-            }
-            let lambda = after.max(self.edges.before(&times, t0, w));
-            let significant = ln_tail_below(k, lambda, threshold, &ln_factorial)
-                .is_some_and(|ln_p| ln_p < threshold);
-            if !significant {
-                continue;
-            }
-            let window = Window {
-                first_instant: g,
-                last_instant: instants.index_of_group_ending_at(end),
-                rate_per_ms: lambda / w,
-                // A sub-window is at least as wide as the clock resolution, but never wider
-                // than the window: the whole window then scores at most its own p-value.
-                min_width_ms: TIME_RESOLUTION_MS.min(w),
-            };
-            let (from, to, ln_p) = narrow(&window, &times, &instants, &need, &ln_factorial);
-            let (from, to) = (self.base + from, self.base + to);
-            self.open.push(Narrowed {
-                from,
-                to,
-                ln_p,
-                background: lambda,
+            let taken = c.narrowed.or_else(|| {
+                let mut cursor = scan.cursor_at(c.g);
+                scan.narrowed(c.g, c.hop_end - self.base, &mut cursor.edges)
             });
-            if self.reach.is_none_or(|(_, reach_to)| to > reach_to) {
-                self.reach = Some((from, to));
+            if let Some(narrowed) = taken {
+                self.open.push(narrowed);
+                if self
+                    .reach
+                    .is_none_or(|(_, reach_to)| narrowed.to > reach_to)
+                {
+                    self.reach = Some((narrowed.from, narrowed.to));
+                }
             }
         }
+        let cursor = cursors.pop().expect("one stretch at least");
+        self.end = cursor.end;
+        self.edges = cursor.edges;
         self.next = instants.starts.get(last).map_or(n, |&s| s as usize);
 
         // Narrowed windows that overlap or lie within W of each other make one burst, in
@@ -343,6 +362,149 @@ impl BurstFinder {
         self.next -= keep;
         self.end = self.end.saturating_sub(keep);
         self.edges.rebase(keep);
+    }
+}
+
+/// Anchors past which one search scans its windows in stretches side by side: the busiest
+/// hop holds most of a run's retry starts, and its search alone kept one core busy while
+/// the other, done with the other hops, waited.
+const PARALLEL_ANCHORS: usize = 1 << 15;
+
+/// What the windows of one search look at, the same for every anchor (read only, so that
+/// stretches of anchors are scanned side by side).
+struct Scan<'a> {
+    times: &'a [Millis],
+    instants: &'a Instants,
+    need: &'a [u32],
+    ln_factorial: &'a LnFactorial,
+    w: Millis,
+    /// The hop's index of the first point.
+    base: usize,
+    least_count: usize,
+    threshold: f64,
+}
+
+/// Where a scan of anchors in order stands: the end of the last window and its
+/// neighbours' edges, each moving only forward.
+#[derive(Default)]
+struct Cursor {
+    end: usize,
+    edges: Edges,
+}
+
+/// A window a stretch's scan found significant (`narrowed`), or left out as inside the
+/// reach of a window before it in the stretch (`None`): whether the search takes it
+/// depends on the windows taken before it in every stretch.
+struct Candidate {
+    g: usize,
+    hop_i: usize,
+    hop_end: usize,
+    narrowed: Option<Narrowed>,
+}
+
+impl Scan<'_> {
+    /// A cursor standing at anchor `g`, as a scan from the first anchor would reach it.
+    fn cursor_at(&self, g: usize) -> Cursor {
+        let t0 = self.times[self.instants.starts[g] as usize];
+        let (times, w) = (self.times, self.w);
+        let mut edges = Edges::default();
+        for (k, edge) in edges.before.iter_mut().enumerate() {
+            *edge = times.partition_point(|&t| t < t0 - k as f64 * w);
+        }
+        for (k, edge) in edges.after.iter_mut().enumerate() {
+            *edge = times.partition_point(|&t| t <= t0 + k as f64 * w);
+        }
+        Cursor {
+            end: self.instants.end_of(g).max(edges.after[1]),
+            edges,
+        }
+    }
+
+    /// The candidates of the anchors `anchors`, scanned in order from `cursor` with the
+    /// reach `reach` of the windows before them; without `test`, every window that holds
+    /// enough retries and operations is a candidate left to the search to test.
+    fn stretch(
+        &self,
+        anchors: Range<usize>,
+        cursor: &mut Cursor,
+        mut reach: Option<(usize, usize)>,
+        test: bool,
+    ) -> Vec<Candidate> {
+        let (times, n) = (self.times, self.times.len());
+        let mut found = Vec::new();
+        for g in anchors {
+            let i = self.instants.starts[g] as usize;
+            let t0 = times[i];
+            cursor.end = cursor.end.max(self.instants.end_of(g));
+            while cursor.end < n && times[cursor.end] <= t0 + self.w {
+                cursor.end += 1;
+            }
+            let end = cursor.end;
+            // Most windows hold too few retries (or operations) to be unlikely under any
+            // background: their neighbours are not counted at all (the edges catch up at
+            // the next window that is, as they only move forward).
+            if self.need[i] as usize > end || end - i < self.least_count {
+                continue;
+            }
+            let (hop_i, hop_end) = (self.base + i, self.base + end);
+            let narrowed =
+                if !test || reach.is_some_and(|(from, to)| from <= hop_i && hop_end <= to) {
+                    None
+                } else {
+                    match self.narrowed(g, end, &mut cursor.edges) {
+                        Some(narrowed) => {
+                            if reach.is_none_or(|(_, reach_to)| narrowed.to > reach_to) {
+                                reach = Some((narrowed.from, narrowed.to));
+                            }
+                            Some(narrowed)
+                        }
+                        None => continue,
+                    }
+                };
+            found.push(Candidate {
+                g,
+                hop_i,
+                hop_end,
+                narrowed,
+            });
+        }
+        found
+    }
+
+    /// The window anchored at `g` and ending at point `end`, narrowed, when it is
+    /// significant; `edges` stand at or before its neighbours' edges.
+    fn narrowed(&self, g: usize, end: usize, edges: &mut Edges) -> Option<Narrowed> {
+        let (times, w, threshold) = (self.times, self.w, self.threshold);
+        let i = self.instants.starts[g] as usize;
+        let t0 = times[i];
+        // The background is the busier side's: a count the side after makes likely is
+        // likely whatever the side before says (the tail only grows with the
+        // background), and most windows of a busy hop are. Their side before is not
+        // counted (its edges catch up at the next window that needs them).
+        let k = (end - i) as u64;
+        let after = edges.after(times, t0, w);
+        ln_tail_below(k, after, threshold, self.ln_factorial)?;
+        let lambda = after.max(edges.before(times, t0, w));
+        let significant = ln_tail_below(k, lambda, threshold, self.ln_factorial)
+            .is_some_and(|ln_p| ln_p < threshold);
+        if !significant {
+            return None;
+        }
+        let window = Window {
+            first_instant: g,
+            last_instant: self.instants.index_of_group_ending_at(end),
+            rate_per_ms: lambda / w,
+            // A sub-window is at least as wide as the clock resolution, but never wider
+            // than the window: the whole window then scores at most its own p-value.
+            min_width_ms: TIME_RESOLUTION_MS.min(w),
+        };
+        let (from, to, ln_p) = narrow(&window, times, self.instants, self.need, self.ln_factorial);
+        Some(Narrowed {
+            from: self.base + from,
+            to: self.base + to,
+            ln_p,
+            background: lambda,
+        })
     }
 }
 
@@ -932,6 +1094,43 @@ mod tests {
                         "{k} retries: likely under {smaller}, unlikely under {larger}"
                     );
                 }
+            }
+        }
+    }
+
+    /// Stretches of anchors scanned side by side, each from its own cursor and reach, then
+    /// decided in order: the same bursts as one scan, with stretches of one anchor up to
+    /// half of them, inside and across segments.
+    #[test]
+    fn scanning_in_stretches_finds_what_one_scan_finds() {
+        for seed in [1, 2, 3] {
+            let points = mixed_hop(seed);
+            let search = |segment: usize, stretches: (usize, usize), test: bool| {
+                let mut f = BurstFinder::with_segment(0, PARAMS, segment);
+                f.stretches = stretches;
+                f.stretches_test = test;
+                points.iter().for_each(|&p| f.push(p));
+                f.finish()
+            };
+            let whole = search(usize::MAX, (usize::MAX, 1), true);
+            assert!(whole.len() >= 10, "seed {seed}: the shapes make bursts");
+            for stretches in [(1, 2), (1, 3), (1, 7), (1, 64), (1, 100_000), (500, 2)] {
+                for segment in [usize::MAX, 1_000, 13] {
+                    assert_eq!(
+                        search(segment, stretches, true),
+                        whole,
+                        "seed {seed}, stretches {stretches:?}, segments of {segment}"
+                    );
+                }
+            }
+            // The search tests every candidate of the later stretches itself, each from a
+            // cursor of its own: as it does those a stretch left to a reach of its own.
+            for stretches in [(1, 2), (1, 5)] {
+                assert_eq!(
+                    search(usize::MAX, stretches, false),
+                    whole,
+                    "seed {seed}, stretches {stretches:?}, tested by the search"
+                );
             }
         }
     }
