@@ -3,7 +3,8 @@
 //! side of them explains. Aligned failures retried on one fixed schedule make them;
 //! jittered retries spread out and do not. The rule is described in docs/rules.md
 //! ("Synchronized bursts"); this module finds the bursts of one hop in O(n log n), from
-//! its retry starts read in time order a segment at a time ([`BurstFinder`]).
+//! its retry starts read in time order a segment at a time ([`BurstFinder`]), a large
+//! segment's windows scanned in stretches side by side.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
