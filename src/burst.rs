@@ -137,7 +137,7 @@ const LOOK_AHEAD_WINDOWS: usize = NEIGHBOUR_WINDOWS + 2;
 /// Every distinct start instant `t` anchors a window `[t, t + W]`. A window holding retries
 /// of at least `min_ops` operations is significant when its retry count is below
 /// [`BURST_P_VALUE`] under Poisson(λ), λ being the busier side's background (see
-/// [`Edges::background`]). Each significant window is narrowed to its least likely sub-window that
+/// [`Edges::before`] and [`Edges::after`]). Each significant window is narrowed to its least likely sub-window that
 /// still holds `min_ops` operations ([`narrow`]), and narrowed windows that overlap or lie
 /// within W of each other make one burst.
 ///

@@ -106,13 +106,18 @@ fn spilled_as_read(stderr: &str) -> u64 {
 
 /// `generate --ops 200000 --seed 7` in `dir`: about a million events, 187 MB.
 fn generated_200k(dir: &TempDir) -> std::path::PathBuf {
+    generated(dir, 200_000, 7)
+}
+
+/// `generate --ops OPS --seed SEED` in `dir`, as `events.jsonl`.
+fn generated(dir: &TempDir, ops: u32, seed: u32) -> std::path::PathBuf {
     let events = dir.path.join("events.jsonl");
     run(&[
         OsString::from("generate"),
         "--ops".into(),
-        "200000".into(),
+        ops.to_string().into(),
         "--seed".into(),
-        "7".into(),
+        seed.to_string().into(),
         "--output".into(),
         events.clone().into(),
     ])
@@ -277,17 +282,7 @@ fn a_compressed_file_that_will_not_fit_is_spilled_from_its_first_chunks() {
 #[test]
 fn more_partitions_than_the_soft_open_files_limit_merge() {
     let dir = TempDir::new("memory-files");
-    let events = dir.path.join("events.jsonl");
-    run(&[
-        OsString::from("generate"),
-        "--ops".into(),
-        "20000".into(),
-        "--seed".into(),
-        "3".into(),
-        "--output".into(),
-        events.clone().into(),
-    ])
-    .expect_code(0);
+    let events = generated(&dir, 20_000, 3);
     let rows = |name: &str, limit: &str, soft_files: Option<u32>| {
         let path = dir.path.join(name);
         let mut command = match soft_files {
