@@ -322,6 +322,72 @@ fn more_partitions_than_the_soft_open_files_limit_merge() {
     );
 }
 
+/// One operation of 30 000 attempts holds more than a partition may (a third of an eighth
+/// of 1 MiB): its partition is split again as it is read back, every part but one is
+/// empty (an operation is never split), and that part is analysed whole, beside the other
+/// partitions read two at a time. From standard input (size unknown) and from the file.
+#[test]
+fn an_operation_larger_than_a_partition_is_analysed_whole() {
+    let dir = TempDir::new("memory-huge");
+    let events = dir.path.join("huge.jsonl");
+    let mut text = String::new();
+    for n in 1..=30_000u64 {
+        let outcome = if n < 30_000 { "error" } else { "ok" };
+        text.push_str(&format!(
+            "{{\"operation_id\":\"huge\",\"hop\":\"caller\",\"attempt\":{n},\"start_ms\":{},\"finish_ms\":{},\"outcome\":\"{outcome}\"}}\n",
+            1_700_000_000_000 + n * 10,
+            1_700_000_000_005 + n * 10
+        ));
+    }
+    for k in 0..200u64 {
+        text.push_str(&format!(
+            "{{\"operation_id\":\"small-{k}\",\"hop\":\"caller\",\"attempt\":1,\"start_ms\":{},\"finish_ms\":{},\"outcome\":\"ok\"}}\n",
+            1_700_000_000_000 + k,
+            1_700_000_000_003 + k
+        ));
+    }
+    std::fs::write(&events, &text).unwrap();
+    let rows = |limit: &str, stdin: bool| {
+        let path = dir.path.join(format!("rows-{limit}-{stdin}.csv"));
+        let mut command = Command::new(BIN);
+        command
+            .arg("analyze")
+            .args(["--format", "csv", "--memory-limit", limit, "--temp-dir"])
+            .arg(&dir.path)
+            .arg("--output")
+            .arg(&path)
+            .env("ATTEMPT_FUNNEL_PROFILE", "1");
+        if stdin {
+            command
+                .arg("-")
+                .stdin(Stdio::from(std::fs::File::open(&events).unwrap()));
+        } else {
+            command.arg(&events).stdin(Stdio::null());
+        }
+        let out = command.output().expect("run the binary");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert_eq!(
+            stderr.contains("partition read back"),
+            limit != IN_MEMORY,
+            "{stderr}"
+        );
+        std::fs::read(&path).expect("rows written")
+    };
+    let in_memory = rows(IN_MEMORY, false);
+    assert_eq!(
+        String::from_utf8_lossy(&in_memory).lines().count(),
+        202,
+        "a header and 201 operations"
+    );
+    for stdin in [false, true] {
+        assert!(
+            rows("1M", stdin) == in_memory,
+            "spilled (stdin: {stdin}): other rows than in memory"
+        );
+    }
+}
+
 #[test]
 fn an_unwritable_temp_dir_is_a_clear_error() {
     let dir = TempDir::new("memory-not-a-dir");
