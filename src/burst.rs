@@ -257,14 +257,16 @@ impl BurstFinder {
         };
         // The anchors in stretches side by side, each from a cursor of its own; the first
         // goes on from this search's cursor and with its reach.
+        // No anchors when the cut falls at the next instant (the loop over them was empty).
+        let anchors = last.saturating_sub(first);
         let (from_anchors, most) = self.stretches;
-        let stretches = if last - first >= from_anchors.max(1) {
-            most.clamp(1, last - first)
+        let stretches = if anchors >= from_anchors.max(1) {
+            most.clamp(1, anchors)
         } else {
             1
         };
         let bounds: Vec<usize> = (0..=stretches)
-            .map(|k| first + (last - first) * k / stretches)
+            .map(|k| first + anchors * k / stretches)
             .collect();
         let mut cursors: Vec<Cursor> = bounds[..stretches]
             .iter()
