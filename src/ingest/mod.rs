@@ -238,21 +238,14 @@ impl Partitioned {
             }
         };
         // One slot per partition read at once, each with the key index and the decoding
-        // thread's batches it hands from part to part for the same reason.
-        let mut slots = vec![Slot::new(head)];
-        while slots.len() < PARTITIONS_AT_ONCE {
-            let mut empty = Ingested {
-                events: Vec::new(),
-                operations: Vec::new(),
-                strings: Interner::default(),
-                files: Vec::new(),
-                lines_read: 0,
-                diagnostics: Diagnostics::new(policy),
-                span_stats: None,
-                latest_elsewhere_ms: None,
-            };
-            slots.push(Slot::new(next(&mut empty)));
-        }
+        // thread's batches it hands from part to part for the same reason. The first reads
+        // into the input's own tables (empty once spilled); the others start from nothing,
+        // as the first's emptied tables would be handed on (`next` of the head takes them).
+        let mut head = head;
+        let mut slots: Vec<Slot> = (1..PARTITIONS_AT_ONCE)
+            .map(|_| Slot::new(next(&mut head)))
+            .collect();
+        slots.insert(0, Slot::new(head));
         // Parts split from a partition come first, then the next partition. A part split
         // into one part only (one huge operation) is read whole (`true`): an operation is
         // analysed whole.
