@@ -35,6 +35,7 @@ mod stats;
 mod summary;
 mod timeline;
 mod words;
+mod writer;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -1130,10 +1131,12 @@ fn ignore_closed_pipe(written: Result<()>) -> Result<()> {
 fn open_output(target: &OutputTarget) -> Result<Box<dyn Write>> {
     Ok(match target {
         OutputTarget::Stdout => Box::new(std::io::stdout().lock()),
-        OutputTarget::File(p) => Box::new(
+        // Written on a thread of its own (see `writer`): a fresh file's pages cost the
+        // kernel about as much as making the bytes.
+        OutputTarget::File(p) => Box::new(writer::Behind::new(
             std::fs::File::create(p)
                 .with_context(|| format!("could not create '{}'", p.display()))?,
-        ),
+        )),
     })
 }
 
