@@ -7,7 +7,7 @@
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 
-use super::loser_tree::LoserTree;
+use super::loser_tree::{code_offset, first_difference, offset_code, symbol, Coded, LoserTree};
 use super::{format, OpAttempts, Partial, Retries, Row, Rows};
 use crate::analysis::tally::{RowSink, Tally};
 use crate::analysis::{
@@ -301,6 +301,8 @@ impl Ord for InOrder {
         self.0.order(&other.0)
     }
 }
+/// Played by `Ord` alone: a retry start's order is that of numbers.
+impl Coded for InOrder {}
 
 /// Partials merge only when every setting that changes a result is the same.
 fn check_rules(parts: &[Partial], rules: &Rules) -> Result<()> {
@@ -488,6 +490,69 @@ impl Ord for ByKey {
     }
 }
 
+/// A key's offset-value codes (see [`Coded`]), over the key read as one sequence of
+/// symbols in its order: whether it has a test run (1 without, 2 with, as `None` comes
+/// first), then the test run's bytes and its end, then the operation ID's bytes and its end
+/// (see [`symbol`]).
+impl Coded for ByKey {
+    fn code_against(&self, before: Option<&ByKey>) -> u64 {
+        key_code(&self.0 .0.key, before.map(|b| &b.0 .0.key))
+    }
+
+    fn play(&self, other: &ByKey, code: u64) -> (std::cmp::Ordering, u64) {
+        key_play(&self.0 .0.key, &other.0 .0.key, code)
+    }
+}
+
+/// [`Coded::code_against`] for keys.
+fn key_code(key: &OperationKey, before: Option<&OperationKey>) -> u64 {
+    match before {
+        None => offset_code(0, key_tag(key)),
+        Some(before) => {
+            key_difference(key, before, 0).map_or(0, |(at, mine, _)| offset_code(at, mine))
+        }
+    }
+}
+
+/// [`Coded::play`] for keys.
+fn key_play(a: &OperationKey, b: &OperationKey, code: u64) -> (std::cmp::Ordering, u64) {
+    let from = if code == 0 { 0 } else { code_offset(code) + 1 };
+    match key_difference(a, b, from) {
+        None => (std::cmp::Ordering::Equal, 0),
+        Some((at, mine, theirs)) => (mine.cmp(&theirs), offset_code(at, mine.max(theirs))),
+    }
+}
+
+/// A key's first symbol: whether it has a test run.
+fn key_tag(key: &OperationKey) -> u16 {
+    if key.test_run_id.is_some() {
+        2
+    } else {
+        1
+    }
+}
+
+/// Where keys `a` and `b`, read as [`ByKey`]'s codes read them, first differ at or after
+/// position `from` (every symbol before it the same in both), and each one's symbol there.
+fn key_difference(a: &OperationKey, b: &OperationKey, from: u32) -> Option<(u32, u16, u16)> {
+    let (tag_a, tag_b) = (key_tag(a), key_tag(b));
+    if from == 0 && tag_a != tag_b {
+        return Some((0, tag_a, tag_b));
+    }
+    let from = from as usize;
+    let mut start = 1;
+    if let (Some(run_a), Some(run_b)) = (&a.test_run_id, &b.test_run_id) {
+        let (run_a, run_b) = (run_a.as_bytes(), run_b.as_bytes());
+        if let Some(j) = first_difference(run_a, run_b, from.saturating_sub(start)) {
+            return Some(((start + j) as u32, symbol(run_a, j), symbol(run_b, j)));
+        }
+        start += run_a.len() + 1;
+    }
+    let (id_a, id_b) = (a.operation_id.as_bytes(), b.operation_id.as_bytes());
+    first_difference(id_a, id_b, from.saturating_sub(start))
+        .map(|j| ((start + j) as u32, symbol(id_a, j), symbol(id_b, j)))
+}
+
 impl KWay {
     fn new(mut sources: Vec<Source>) -> Result<Self> {
         let heads = sources
@@ -611,5 +676,76 @@ mod tests {
         }
         assert!(Membership::new(&[]).of(0).is_empty());
         assert_eq!(membership.hops(64), vec![2]);
+    }
+
+    /// A key played in a loser tree by its codes alone, as [`ByKey`] is.
+    #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+    struct Key(OperationKey);
+
+    impl Coded for Key {
+        fn code_against(&self, before: Option<&Key>) -> u64 {
+            key_code(&self.0, before.map(|b| &b.0))
+        }
+        fn play(&self, other: &Key, code: u64) -> (std::cmp::Ordering, u64) {
+            key_play(&self.0, &other.0, code)
+        }
+    }
+
+    /// Keys of a small alphabet, with and without a test run: they share prefixes, are
+    /// prefixes of each other, and one's test run may be another's operation ID.
+    fn keys() -> impl Strategy<Value = OperationKey> {
+        (prop::option::of("[ab]{0,3}"), "[ab]{0,4}").prop_map(|(run, id)| OperationKey {
+            test_run_id: run.map(Into::into),
+            operation_id: id.into(),
+        })
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Where two keys first differ orders them as keys order, from any position
+        /// before it; equal keys do not differ.
+        #[test]
+        fn a_keys_first_difference_orders_it(a in keys(), b in keys()) {
+            match key_difference(&a, &b, 0) {
+                None => prop_assert_eq!(&a, &b),
+                Some((at, sa, sb)) => {
+                    prop_assert_ne!(sa, sb);
+                    prop_assert_eq!(sa.cmp(&sb), a.cmp(&b));
+                    for from in 0..=at {
+                        prop_assert_eq!(key_difference(&a, &b, from), Some((at, sa, sb)));
+                    }
+                }
+            }
+        }
+
+        /// Sorted sources of keys merge into the sort of their keys by (key, source).
+        #[test]
+        fn sources_of_keys_merge_by_their_codes_as_keys_sort(
+            sources in prop::collection::vec(prop::collection::vec(keys(), 0..12), 0..12),
+        ) {
+            let sources: Vec<Vec<Key>> = sources
+                .into_iter()
+                .map(|s| {
+                    let mut s: Vec<Key> = s.into_iter().map(Key).collect();
+                    s.sort();
+                    s
+                })
+                .collect();
+            let mut expected: Vec<(Key, usize)> = sources
+                .iter()
+                .enumerate()
+                .flat_map(|(s, keys)| keys.iter().map(move |k| (k.clone(), s)))
+                .collect();
+            expected.sort();
+            let mut rest: Vec<_> = sources.iter().map(|s| s.iter().cloned()).collect();
+            let mut tree = LoserTree::new(rest.iter_mut().map(Iterator::next).collect());
+            let mut got = Vec::new();
+            while let Some(s) = tree.winner() {
+                let next = rest[s].next();
+                got.push((tree.replace_winner(next).expect("a winner has a head"), s));
+            }
+            prop_assert_eq!(got, expected);
+        }
     }
 }
