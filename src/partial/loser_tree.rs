@@ -127,7 +127,7 @@ impl<T: Coded> LoserTree<T> {
 
     /// Replaces the least head by `next`, the next item of its source (`None` when it ran
     /// dry), and returns it; `None` (and `next` dropped) when every source had run dry
-    /// already. Always inline, as [`Self::beats`]: once a row, and the compiler inlined it
+    /// already. Always inline, as [`Self::play`]: once a row, and the compiler inlined it
     /// or not from one build to the next.
     #[inline(always)]
     pub fn replace_winner(&mut self, next: Option<T>) -> Option<T> {
