@@ -359,7 +359,13 @@ impl TimeHistogram {
         let base = lo - slack;
         let mut window = vec![0u64; (span + 2 * slack) as usize * self.series];
         if let Some(old) = self.span {
-            add_window((&mut window, base), (&self.window, self.base), old, factor, self.series);
+            add_window(
+                (&mut window, base),
+                (&self.window, self.base),
+                old,
+                factor,
+                self.series,
+            );
         }
         self.span = self
             .span
