@@ -188,7 +188,7 @@ impl<T: Coded> LoserTree<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -224,9 +224,28 @@ mod tests {
         }
     }
 
+    /// `sources` each sorted, and every item of them with its source in the order a
+    /// merge must give them out: the sort by (item, source).
+    pub fn sorted<T: Ord + Clone>(sources: Vec<Vec<T>>) -> (Vec<Vec<T>>, Vec<(T, usize)>) {
+        let sources: Vec<Vec<T>> = sources
+            .into_iter()
+            .map(|mut s| {
+                s.sort();
+                s
+            })
+            .collect();
+        let mut expected: Vec<(T, usize)> = sources
+            .iter()
+            .enumerate()
+            .flat_map(|(s, items)| items.iter().map(move |x| (x.clone(), s)))
+            .collect();
+        expected.sort();
+        (sources, expected)
+    }
+
     /// Every item of `sources` (each sorted), with its source, in the order the tree gives
     /// them out.
-    fn merged<T: Coded + Clone>(sources: &[Vec<T>]) -> Vec<(T, usize)> {
+    pub fn merged<T: Coded + Clone>(sources: &[Vec<T>]) -> Vec<(T, usize)> {
         let mut rest: Vec<_> = sources.iter().map(|s| s.iter().cloned()).collect();
         let mut tree = LoserTree::new(rest.iter_mut().map(Iterator::next).collect());
         let mut out = Vec::new();
@@ -267,17 +286,9 @@ mod tests {
         /// `(head, source)`.
         #[test]
         fn the_merge_of_sorted_sources_is_the_sort_by_item_then_source(
-            mut sources in prop::collection::vec(prop::collection::vec(0u8..12, 0..20), 0..19),
+            sources in prop::collection::vec(prop::collection::vec(0u8..12, 0..20), 0..19),
         ) {
-            for s in &mut sources {
-                s.sort_unstable();
-            }
-            let mut expected: Vec<(u8, usize)> = sources
-                .iter()
-                .enumerate()
-                .flat_map(|(s, items)| items.iter().map(move |&x| (x, s)))
-                .collect();
-            expected.sort();
+            let (sources, expected) = sorted(sources);
             prop_assert_eq!(merged(&sources), expected);
         }
 
@@ -290,20 +301,8 @@ mod tests {
                 0..19,
             ),
         ) {
-            let sources: Vec<Vec<Text>> = sources
-                .into_iter()
-                .map(|s| {
-                    let mut s: Vec<Text> = s.into_iter().map(Text).collect();
-                    s.sort();
-                    s
-                })
-                .collect();
-            let mut expected: Vec<(Text, usize)> = sources
-                .iter()
-                .enumerate()
-                .flat_map(|(s, items)| items.iter().map(move |x| (x.clone(), s)))
-                .collect();
-            expected.sort();
+            let sources = sources.into_iter().map(|s| s.into_iter().map(Text).collect());
+            let (sources, expected) = sorted(sources.collect());
             prop_assert_eq!(merged(&sources), expected);
         }
     }

@@ -700,6 +700,7 @@ mod tests {
         })
     }
 
+    use super::super::loser_tree::tests::{merged, sorted};
     use proptest::prelude::*;
 
     proptest! {
@@ -724,28 +725,9 @@ mod tests {
         fn sources_of_keys_merge_by_their_codes_as_keys_sort(
             sources in prop::collection::vec(prop::collection::vec(keys(), 0..12), 0..12),
         ) {
-            let sources: Vec<Vec<Key>> = sources
-                .into_iter()
-                .map(|s| {
-                    let mut s: Vec<Key> = s.into_iter().map(Key).collect();
-                    s.sort();
-                    s
-                })
-                .collect();
-            let mut expected: Vec<(Key, usize)> = sources
-                .iter()
-                .enumerate()
-                .flat_map(|(s, keys)| keys.iter().map(move |k| (k.clone(), s)))
-                .collect();
-            expected.sort();
-            let mut rest: Vec<_> = sources.iter().map(|s| s.iter().cloned()).collect();
-            let mut tree = LoserTree::new(rest.iter_mut().map(Iterator::next).collect());
-            let mut got = Vec::new();
-            while let Some(s) = tree.winner() {
-                let next = rest[s].next();
-                got.push((tree.replace_winner(next).expect("a winner has a head"), s));
-            }
-            prop_assert_eq!(got, expected);
+            let sources = sources.into_iter().map(|s| s.into_iter().map(Key).collect());
+            let (sources, expected) = sorted(sources.collect());
+            prop_assert_eq!(merged(&sources), expected);
         }
     }
 }
