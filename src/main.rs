@@ -564,7 +564,8 @@ fn check_policy_rules(
 struct RowsOut {
     blame: gate::Blame,
     rows: Option<report::RowWriter<ClosedPipe<Box<dyn Write>>>>,
-    /// The file the rows go to: removed if the run fails before it is complete.
+    /// The file the rows go to, when it is a plain file: removed if the run fails before it
+    /// is complete.
     file: Option<std::path::PathBuf>,
 }
 
@@ -599,8 +600,15 @@ impl RowsOut {
         };
         Ok(RowsOut {
             blame: gate::Blame::new(&config.gate.conditions, &config.rules.hops),
+            // Only a file of our own making is removed on failure: `-o /dev/null` or a link
+            // to a device or a pipe names something that is not the report's to delete
+            // (as root, a failed run deleted the device).
             file: match (&rows, &config.output) {
-                (Some(_), OutputTarget::File(path)) => Some(path.clone()),
+                (Some(_), OutputTarget::File(path))
+                    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) =>
+                {
+                    Some(path.clone())
+                }
                 _ => None,
             },
             rows,
@@ -1136,6 +1144,7 @@ fn open_output(target: &OutputTarget) -> Result<Box<dyn Write>> {
         OutputTarget::File(p) => Box::new(writer::Behind::new(
             std::fs::File::create(p)
                 .with_context(|| format!("could not create '{}'", p.display()))?,
+            format!("could not write '{}'", p.display()),
         )),
     })
 }

@@ -1418,3 +1418,50 @@ fn attempts_marked_hidden_that_resend_give_the_hidden_resends_finding() {
         run.stderr
     );
 }
+
+/// A report that cannot be written (here a link to `/dev/full`, where every write fails for
+/// want of space) is an error naming the file, and what `-o` names is left alone: only a
+/// plain file of the run's own is removed when a run fails (as root, a failed run once
+/// deleted the device it wrote to).
+#[cfg(target_os = "linux")]
+#[test]
+fn an_output_that_cannot_be_written_is_an_error_naming_it_and_is_not_removed() {
+    let dir = TempDir::new("full-output");
+    // Rows of several MiB: the write fails while the rows are still being made.
+    let events = dir.path.join("events.jsonl");
+    run(&[
+        "generate",
+        "--ops",
+        "40000",
+        "-o",
+        &events.display().to_string(),
+    ])
+    .expect_code(0);
+    for (format, link) in [
+        ("csv", "rows.csv"),
+        ("jsonl", "rows.jsonl"),
+        ("markdown", "report.md"),
+    ] {
+        let out = dir.path.join(link);
+        std::os::unix::fs::symlink("/dev/full", &out).unwrap();
+        let run = analyze(&[
+            events.display().to_string(),
+            "--format".into(),
+            format.into(),
+            "-o".into(),
+            out.display().to_string(),
+        ]);
+        run.expect_code(2);
+        let named = format!("could not write '{}'", out.display());
+        assert!(
+            run.stderr.contains(&named) && run.stderr.contains("No space left on device"),
+            "{format}: {}",
+            run.stderr
+        );
+        assert!(
+            std::fs::symlink_metadata(&out).is_ok(),
+            "{format}: the failed run removed {}",
+            out.display()
+        );
+    }
+}
