@@ -1141,11 +1141,14 @@ fn open_output(target: &OutputTarget) -> Result<Box<dyn Write>> {
         OutputTarget::Stdout => Box::new(std::io::stdout().lock()),
         // Written on a thread of its own (see `writer`): a fresh file's pages cost the
         // kernel about as much as making the bytes.
-        OutputTarget::File(p) => Box::new(writer::Behind::new(
-            std::fs::File::create(p)
-                .with_context(|| format!("could not create '{}'", p.display()))?,
-            format!("could not write '{}'", p.display()),
-        )),
+        OutputTarget::File(p) => Box::new(
+            writer::Behind::new(
+                std::fs::File::create(p)
+                    .with_context(|| format!("could not create '{}'", p.display()))?,
+                format!("could not write '{}'", p.display()),
+            )
+            .with_context(|| format!("could not start writing '{}'", p.display()))?,
+        ),
     })
 }
 

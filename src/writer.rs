@@ -31,28 +31,31 @@ pub struct Behind {
 }
 
 impl Behind {
-    pub fn new<W: Write + Send + 'static>(mut out: W, what: String) -> Behind {
+    /// Starts the writing thread; an error when the system will not start one.
+    pub fn new<W: Write + Send + 'static>(mut out: W, what: String) -> std::io::Result<Behind> {
         let (to_writer, blocks) = sync_channel::<Vec<u8>>(BLOCKS_IN_FLIGHT);
         let (back, written) = sync_channel(BLOCKS_IN_FLIGHT);
-        let thread = std::thread::spawn(move || {
-            for block in blocks {
-                let result = out
-                    .write_all(&block)
-                    .and_then(|()| out.flush())
-                    .map_err(|e| std::io::Error::new(e.kind(), format!("{what}: {e}")));
-                let failed = result.is_err();
-                if back.send(result.map(|()| block)).is_err() || failed {
-                    return;
+        let thread = std::thread::Builder::new()
+            .name("output".into())
+            .spawn(move || {
+                for block in blocks {
+                    let result = out
+                        .write_all(&block)
+                        .and_then(|()| out.flush())
+                        .map_err(|e| std::io::Error::new(e.kind(), format!("{what}: {e}")));
+                    let failed = result.is_err();
+                    if back.send(result.map(|()| block)).is_err() || failed {
+                        return;
+                    }
                 }
-            }
-        });
-        Behind {
+            })?;
+        Ok(Behind {
             block: Vec::with_capacity(BLOCK_BYTES),
             to_writer: Some(to_writer),
             written,
             in_flight: 0,
             thread: Some(thread),
-        }
+        })
     }
 
     /// Hands the block being filled over (when it holds any bytes) and takes an empty one:
@@ -173,7 +176,7 @@ mod tests {
             fail_after: usize::MAX,
         };
         let mut expected = Vec::new();
-        let mut writer = Behind::new(out.clone(), "a test".into());
+        let mut writer = Behind::new(out.clone(), "a test".into()).unwrap();
         // Pieces from one byte to more than a block, past many blocks.
         for i in 0..120usize {
             let piece: Vec<u8> = (0..(i * 104_729) % (2 * BLOCK_BYTES + 3))
@@ -198,7 +201,7 @@ mod tests {
             bytes: Default::default(),
             fail_after: 3 * BLOCK_BYTES,
         };
-        let mut writer = Behind::new(out, "could not write 'out.csv'".into());
+        let mut writer = Behind::new(out, "could not write 'out.csv'".into()).unwrap();
         let block = vec![b'x'; BLOCK_BYTES];
         let error = (0..100)
             .find_map(|_| writer.write_all(&block).err())
