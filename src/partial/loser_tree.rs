@@ -13,8 +13,8 @@
 //! differs from the item before it ([`Coded`]), and a match between two items coded
 //! against the same one is then decided by two integers, the strings compared only from
 //! where both codes leave off. The merge's keys share long prefixes with their neighbours
-//! (`run-1`, `op-0001234…`): at 154 partitions, two string compares a level were half of
-//! the merge's reading thread.
+//! (`run-1`, `op-0001234…`): at 154 partitions, the tree and its two string compares a
+//! level were about two fifths of the merge's reading thread (perf, 10 M operations).
 
 use std::cmp::Ordering;
 
