@@ -385,22 +385,24 @@ fn read_part(
     }
     std::thread::scope(|scope| {
         let decoder = scope.spawn(move || {
-            loop {
+            // The batch the end of the file was found with: kept for the next part with
+            // the others (dropped, the next part grew a new one on fresh pages).
+            let last = loop {
                 let mut batch = spent.try_recv().unwrap_or_default();
                 match reader.fill(&mut batch) {
                     Ok(true) => {
                         if decoded.send(Ok(batch)).is_err() {
-                            break; // the interning side stopped on an error
+                            break None; // the interning side stopped on an error
                         }
                     }
-                    Ok(false) => break,
+                    Ok(false) => break Some(batch),
                     Err(e) => {
                         let _ = decoded.send(Err(e));
-                        break;
+                        break None;
                     }
                 }
-            }
-            spent
+            };
+            (spent, last)
         });
         for batch in batches {
             let batch: spill::Batch = batch?;
@@ -441,8 +443,8 @@ fn read_part(
             clear_events(into, start, keys);
         }
         // Every batch came back (the decoder ended, and each one it sent was returned).
-        if let Ok(spent) = decoder.join() {
-            spare.extend(spent.try_iter());
+        if let Ok((spent, last)) = decoder.join() {
+            spare.extend(spent.try_iter().chain(last));
         }
         Ok(())
     })
