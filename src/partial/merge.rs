@@ -155,21 +155,21 @@ pub fn merge(
         .collect();
     sources.push(Box::new(late_rows.into_iter().map(Ok)));
     stats.merge(&late.stats)?;
-    // Rows are read, merged and given their final class on a thread of their own while
-    // this one tallies and writes them (the two halves took about as long, one after the
-    // other). Each batch goes back to that thread to be emptied there: its rows are freed
-    // by the thread that allocated them (a free from another thread was 7 % of this one's
-    // time). Each row comes with its bursts, looked up once.
-    type Batch<'m> = Vec<(OperationResult, &'m [(u32, u16, u32)])>;
-    let in_bursts = &in_bursts;
+    // Rows are read and merged on a thread of their own while this one gives each its
+    // final class, tallies and writes them: the reading thread is the busier of the two (at
+    // 10 M operations it was busy the whole stage, this one half of it), so the bursts are
+    // looked up here. Each batch goes back to that thread to be emptied there, with the
+    // results made of its rows: they are freed by the thread that allocated them (a free
+    // from another thread was 7 % of this one's time).
     std::thread::scope(|scope| -> Result<()> {
-        let (batches, merged) = std::sync::mpsc::sync_channel::<Result<Batch>>(4);
-        let (done, spent) = std::sync::mpsc::channel::<Batch>();
+        let (batches, merged) = std::sync::mpsc::sync_channel::<Result<Vec<(Row, u32)>>>(4);
+        let (done, spent) = std::sync::mpsc::channel::<Spent>();
         scope.spawn(move || {
             let mut previous: Option<OperationKey> = None;
             let sent = KWay::new(sources).and_then(|mut rows| loop {
                 let mut batch = match spent.try_recv() {
-                    Ok(mut used) => {
+                    Ok((mut used, results)) => {
+                        drop(results);
                         used.clear();
                         used
                     }
@@ -186,9 +186,7 @@ pub fn merge(
                             row.key
                         );
                     }
-                    let members = in_bursts.of(id);
-                    let result = row.pending.resolve(row.key, &hops_of(members));
-                    batch.push((result, members));
+                    batch.push((row, id));
                 }
                 previous = batch.last().map(|(r, _)| r.key.clone());
                 let last = batch.len() < ROWS_PER_BATCH;
@@ -202,18 +200,22 @@ pub fn merge(
             }
         });
         for batch in merged {
-            let batch = batch?;
-            for (result, members) in &batch {
-                for &(_, _, b) in *members {
+            let mut batch = batch?;
+            let mut results = Vec::with_capacity(batch.len());
+            for (row, id) in batch.drain(..) {
+                let members = in_bursts.of(id);
+                let result = row.pending.resolve(row.key, &hops_of(members));
+                for &(_, _, b) in members {
                     let list = &mut burst_operations[b as usize];
                     if list.len() < BURST_OPERATIONS_LISTED && list.last() != Some(&result.key) {
                         list.push(result.key.clone());
                     }
                 }
-                tally.add(result);
-                sink.row(result)?;
+                tally.add(&result);
+                sink.row(&result)?;
+                results.push(result);
             }
-            let _ = done.send(batch);
+            let _ = done.send((batch, results));
         }
         Ok(())
     })?;
@@ -459,6 +461,10 @@ type Source = Box<dyn Iterator<Item = Result<(Row, u32)>> + Send>;
 /// Rows handed from the thread that reads and merges them to the one that writes them, at
 /// a time.
 const ROWS_PER_BATCH: usize = 1024;
+
+/// A batch of rows sent back to the merge's reading thread, emptied, with the results made
+/// of them, to be freed there.
+type Spent = (Vec<(Row, u32)>, Vec<OperationResult>);
 
 /// The k-way merge of row sources sorted by key: rows come out in key order, holding one
 /// row per source at a time. Rows of equal keys (an operation in two partials, an error
