@@ -26,8 +26,10 @@
 #   CARGO_TARGET_DIR  where cargo builds (default: target/ in the clone)
 #
 # Per size it prints, and writes to bench/results/latest.md, a table of median wall time,
-# median peak RSS and each tool's ratio to attempt-funnel, with `cat` as the floor. It fails
-# (exit 1) unless every tool's per-operation counts agree with attempt-funnel's.
+# median peak RSS and each tool's ratio to attempt-funnel, with two floors: `cat` (reading the
+# file) and bench/floor (parsing every line's fields with sonic-rs on every core, nothing
+# else). It fails (exit 1) unless every tool's per-operation counts agree with
+# attempt-funnel's, and the parse floor parsed every line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,6 +51,7 @@ RAW=$RESULTS/raw.tsv
 EVENTS_TSV=$RESULTS/events.tsv
 REPORT=$RESULTS/latest.md
 BIN=$CARGO_TARGET_DIR/release/attempt-funnel
+FLOOR=$CARGO_TARGET_DIR/release/parse-floor
 
 # The usual jq funnel one-liner: slurp, group by operation, count attempts per hop.
 JQ_FUNNEL='group_by(.operation_id)[]
@@ -98,6 +101,9 @@ fi
 say "bench: building attempt-funnel (release)"
 cargo build --release --locked --quiet
 [ -x "$BIN" ] || die "no binary at $BIN"
+say "bench: building the parse floor (bench/floor, release)"
+cargo build --release --locked --quiet --manifest-path bench/floor/Cargo.toml
+[ -x "$FLOOR" ] || die "no binary at $FLOOR"
 
 mkdir -p "$DATA" "$OUT" "$RESULTS"
 : > "$RAW"
@@ -124,6 +130,7 @@ run_tool() { # TOOL SIZE ROUND EVENTS
   local tool=$1 size=$2 round=$3 events=$4
   case $tool in
     cat) measure cat "$size" "$round" /dev/null cat "$events" ;;
+    parse) measure parse "$size" "$round" "$OUT/parse-$size.txt" "$FLOOR" sonic "$events" ;;
     jq) measure jq "$size" "$round" "$OUT/jq-$size.csv" jq -r -s "$JQ_FUNNEL" "$events" ;;
     duckdb | polars)
       measure "$tool" "$size" "$round" /dev/null \
@@ -156,6 +163,8 @@ versions="$("$BIN" --version), commit $(git rev-parse --short HEAD 2>/dev/null |
   echo "- jq: \`jq -r -s '$(printf '%s' "$JQ_FUNNEL" | tr -s ' \n' ' ')' EVENTS\`"
   echo "- DuckDB, Polars: \`bench/peers.py duckdb|polars EVENTS OUT.csv\` (read_ndjson_auto + GROUP BY;"
   echo "  scan_ndjson + group_by)"
+  echo "- parse floor: \`bench/floor\` (\`parse-floor sonic EVENTS\`): every line's attempt fields"
+  echo "  parsed by sonic-rs on every core, nothing else done with them"
   echo "- attempt-funnel: \`attempt-funnel analyze --format csv -o OUT.csv EVENTS\`"
 } >"$REPORT"
 
@@ -195,14 +204,15 @@ for size in $SIZES; do
   say ""
   say "== $size operations: $lines lines, $mb MB${compressed:+ (zstd)}"
 
-  tools=(cat jq duckdb polars attempt-funnel)
+  tools=(cat parse jq duckdb polars attempt-funnel)
   if [ -n "$compressed" ]; then
-    # cat stays the floor of reading the stored bytes; the readers of text are left out.
+    # cat stays the floor of reading the stored bytes; the readers of text (and the parse
+    # floor, which reads plain files) are left out.
     tools=(cat duckdb attempt-funnel)
   fi
   jq_note=""
   if [ -n "$compressed" ]; then
-    jq_note="jq and Polars not run: the logs are zstd-compressed (above ZSTD_ABOVE=$ZSTD_ABOVE operations)"
+    jq_note="jq, Polars and the parse floor not run: the logs are zstd-compressed (above ZSTD_ABOVE=$ZSTD_ABOVE operations)"
   elif [ "$size" -gt "$JQ_MAX_OPS" ]; then
     jq_note="jq skipped: more than JQ_MAX_OPS=$JQ_MAX_OPS operations"
   elif [ "$size" -gt "$SKIP_JQ_ABOVE" ] && [ "$ROUNDS" -gt 1 ]; then
@@ -227,6 +237,10 @@ for size in $SIZES; do
   compare=("duckdb=$OUT/duckdb-$size.csv" "polars=$OUT/polars-$size.csv")
   [ "$size" -gt "$JQ_MAX_OPS" ] || compare=("jq=$OUT/jq-$size.csv" "${compare[@]}")
   [ -z "$compressed" ] || compare=("duckdb=$OUT/duckdb-$size.csv")
+  if [ -z "$compressed" ]; then
+    parsed=$(cat "$OUT/parse-$size.txt")
+    [ "$parsed" = "$lines" ] || die "the parse floor parsed $parsed lines of $lines on $size operations"
+  fi
   if [ "$size" -gt "$CHECK_MAX_OPS" ]; then
     check="check: skipped above CHECK_MAX_OPS=$CHECK_MAX_OPS operations"
   else

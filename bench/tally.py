@@ -24,6 +24,7 @@ FUNNEL = ("caller_attempts", "gateway_attempts", "dependency_attempts",
 
 TOOLS = {  # tool: (row label, what it computes), in table order
     "cat": ("cat (floor)", "reads the file, nothing else"),
+    "parse": ("parse floor (sonic-rs)", "parses every line's fields, nothing else"),
     "jq": ("jq -s one-liner", "per-operation funnel counts"),
     "duckdb": ("DuckDB (Python)", "per-operation funnel counts"),
     "polars": ("Polars (Python)", "per-operation funnel counts"),
