@@ -21,10 +21,11 @@ declare -A TEST=(
   [zipkin]="--bin attempt-funnel ingest::zipkin::tests::fuzz_zipkin"
   [ingest]="--bin attempt-funnel ingest::tests::fuzz_ingest"
   [parquet]="--test hostile fuzz_parquet"
+  [partial]="--test hostile fuzz_partial"
   [gate]="--bin attempt-funnel gate::condition::tests::fuzz_gate"
   [policy]="--bin attempt-funnel policy::tests::fuzz_policy"
 )
-TARGETS=(jsonl logfmt otlp zipkin ingest gate policy parquet)
+TARGETS=(jsonl logfmt otlp zipkin ingest gate policy parquet partial)
 [ $# -gt 0 ] && TARGETS=("$@")
 export FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 

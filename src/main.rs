@@ -1414,13 +1414,13 @@ fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rules> {
     }
     let window = args.rules.burst_window.unwrap_or(rules.burst.window_ms);
     let min_ops = args.rules.burst_min_ops.unwrap_or(rules.burst.min_ops);
-    if !(window.is_finite() && window > 0.0) {
+    if !rules::duration_is_valid(window) {
         anyhow::bail!(
             "--burst-window must be a positive number of milliseconds, e.g. --burst-window 50"
         );
     }
-    if min_ops < 2 {
-        anyhow::bail!("--burst-min-ops must be at least 2 (a burst spans several operations), e.g. --burst-min-ops 5");
+    if min_ops < rules::FEWEST_BURST_OPS {
+        anyhow::bail!("--burst-min-ops must be at least {} (a burst spans several operations), e.g. --burst-min-ops 5", rules::FEWEST_BURST_OPS);
     }
     rules.burst.window_ms = window;
     rules.burst.min_ops = min_ops;

@@ -7,6 +7,12 @@ use std::hash::BuildHasher;
 /// sub-millisecond precision and `*_ms` numbers may be fractional.
 pub type Millis = f64;
 
+/// Whether `ms` can be a time on the input's clock: finite and at or after 0. Every reader
+/// of events refuses other times, and a partial read back holding one was edited.
+pub fn is_time(ms: Millis) -> bool {
+    ms.is_finite() && ms >= 0.0
+}
+
 /// An interned string: an index into [`Interner`]. Events carry thousands of repeats of the
 /// same operation, target and message IDs; a `u32` keeps rows small and compares in one step.
 pub type Sym = u32;

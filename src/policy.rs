@@ -113,7 +113,11 @@ impl Policy {
                 }
             }
         }
-        if let Some((hop, _)) = self.budgets.iter().find(|(_, &n)| n == 0) {
+        if let Some((hop, _)) = self
+            .budgets
+            .iter()
+            .find(|(_, &n)| !crate::rules::budget_is_valid(n))
+        {
             return Err(format!(
                 "budgets.{hop} = 0: a budget counts the original attempt too, so it is at least 1"
             ));
@@ -121,7 +125,7 @@ impl Policy {
         if let Some((hop, ms)) = self
             .deadlines
             .iter()
-            .find(|(_, ms)| !(ms.is_finite() && **ms > 0.0))
+            .find(|(_, ms)| !crate::rules::duration_is_valid(**ms))
         {
             return Err(format!(
                 "deadlines.{hop} = {ms}: a deadline is a positive number of milliseconds"
@@ -130,7 +134,7 @@ impl Policy {
         if let Some(w) = self
             .burst
             .window_ms
-            .filter(|w| !(w.is_finite() && *w > 0.0))
+            .filter(|&w| !crate::rules::duration_is_valid(w))
         {
             return Err(format!(
                 "burst.window_ms = {w}: must be a positive number of milliseconds"
@@ -151,9 +155,14 @@ impl Policy {
                 crate::ingest::TimeUnit::all_names()
             ));
         }
-        if let Some(n) = self.burst.min_ops.filter(|&n| n < 2) {
+        if let Some(n) = self
+            .burst
+            .min_ops
+            .filter(|&n| n < crate::rules::FEWEST_BURST_OPS)
+        {
             return Err(format!(
-                "burst.min_ops = {n}: a burst spans several operations, so at least 2"
+                "burst.min_ops = {n}: a burst spans several operations, so at least {}",
+                crate::rules::FEWEST_BURST_OPS
             ));
         }
         Ok(())

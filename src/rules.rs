@@ -19,6 +19,24 @@ pub const DEFAULT_BURST_WINDOW_MS: Millis = 50.0;
 /// Fewest distinct operations whose retries make a burst (`--burst-min-ops`).
 pub const DEFAULT_BURST_MIN_OPS: usize = 5;
 
+/// Fewest operations a burst may be set to need: one operation's retries are its own
+/// storm, not a synchronized one (and the window search needs at least one operation).
+pub const FEWEST_BURST_OPS: usize = 2;
+
+// What each setting may be, wherever it is set: flags, the policy file, or a partial's
+// header read back by `merge` (`Rules::check`). Each way in words its refusal in its own
+// syntax; the rule itself is one of these.
+
+/// A budget counts the original attempt too.
+pub fn budget_is_valid(attempts: u32) -> bool {
+    attempts >= 1
+}
+
+/// A deadline, and the burst window: a positive, finite number of milliseconds.
+pub fn duration_is_valid(ms: Millis) -> bool {
+    ms.is_finite() && ms > 0.0
+}
+
 /// The hops in order, upstream first. Indexes into it are the `hop: u16` of every event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HopOrder {
@@ -124,6 +142,40 @@ impl Rules {
         }
     }
 
+    /// Checks every value against what the flags and the policy file accept, naming the
+    /// setting as a user sets it: rules read back from a file (a partial's header) were
+    /// not set through either, and a burst size of 0 would make the burst search fail.
+    pub fn check(&self) -> Result<()> {
+        let names = self.hops.names();
+        if let Some((hop, n)) = names
+            .iter()
+            .zip(&self.budgets)
+            .find(|(_, &n)| !budget_is_valid(n))
+        {
+            bail!("the attempt budget at {hop} is {n}; a budget counts the original attempt too, so it is at least 1 (--budget, policy [budgets])");
+        }
+        if let Some((hop, ms)) = names
+            .iter()
+            .zip(&self.deadlines)
+            .find_map(|(hop, d)| d.filter(|&ms| !duration_is_valid(ms)).map(|ms| (hop, ms)))
+        {
+            bail!("the deadline at {hop} is {ms} ms; a deadline is a positive number of milliseconds (--deadline, policy [deadlines])");
+        }
+        if !duration_is_valid(self.burst.window_ms) {
+            bail!(
+                "the burst window is {} ms; it is a positive number of milliseconds (--burst-window, policy [burst] window_ms)",
+                self.burst.window_ms
+            );
+        }
+        if self.burst.min_ops < FEWEST_BURST_OPS {
+            bail!(
+                "the burst size is {}; a burst spans at least {FEWEST_BURST_OPS} operations (--burst-min-ops, policy [burst] min_ops)",
+                self.burst.min_ops
+            );
+        }
+        Ok(())
+    }
+
     /// Names of hops as a list of per-hop flags (`allow_overlap`, `queue_hops`).
     pub fn hop_flags(&self, what: &str, names: &[String]) -> Result<Vec<bool>> {
         let mut flags = vec![false; self.hops.len()];
@@ -144,7 +196,7 @@ impl Rules {
                 .trim()
                 .parse()
                 .ok()
-                .filter(|&n| n >= 1)
+                .filter(|&n| budget_is_valid(n))
                 .with_context(|| format!("--budget {spec:?}: N must be a whole number of at least 1, e.g. --budget {hop}=3"))?;
             self.budgets[index as usize] = n;
         }
@@ -162,7 +214,7 @@ impl Rules {
                 .trim()
                 .parse()
                 .ok()
-                .filter(|ms: &Millis| ms.is_finite() && *ms > 0.0)
+                .filter(|&ms| duration_is_valid(ms))
                 .with_context(|| format!("{flag} {spec:?}: MS must be a positive number of milliseconds, e.g. --deadline {hop}=2000"))?;
             self.deadlines[index as usize] = Some(ms);
         }
@@ -182,6 +234,32 @@ impl Rules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rules_that_no_flag_or_policy_accepts_are_refused_naming_the_setting() {
+        assert!(Rules::new(HopOrder::default()).check().is_ok());
+        type Edit = fn(&mut Rules);
+        let cases: [(Edit, &str); 6] = [
+            (|r| r.budgets[1] = 0, "attempt budget at gateway is 0"),
+            (|r| r.deadlines[0] = Some(0.0), "deadline at caller is 0 ms"),
+            (
+                |r| r.deadlines[3] = Some(-5.0),
+                "deadline at dependency is -5 ms",
+            ),
+            (|r| r.burst.window_ms = 0.0, "burst window is 0 ms"),
+            (
+                |r| r.burst.window_ms = f64::INFINITY,
+                "burst window is inf ms",
+            ),
+            (|r| r.burst.min_ops = 0, "burst size is 0"),
+        ];
+        for (edit, expected) in cases {
+            let mut rules = Rules::new(HopOrder::default());
+            edit(&mut rules);
+            let error = rules.check().expect_err(expected).to_string();
+            assert!(error.contains(expected), "{error}");
+        }
+    }
 
     #[test]
     fn deadlines_are_set_per_hop_and_bad_ones_name_the_flag() {

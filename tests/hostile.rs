@@ -292,6 +292,32 @@ fn fuzz_parquet() {
     });
 }
 
+/// Fuzz target `partial` (`fuzz/run.sh partial`): whatever the bytes of a partial file,
+/// `merge` reads it to an answer or to an input error that names the file, within the
+/// address-space limit; never a panic, an abort or a hang. A partial is input like any
+/// other: made on another machine, copied, cut short or edited. The corpus is partials of
+/// the fixtures (bursts, a deferred operation, retries at every hop, two partials in one
+/// file); every `cargo test` replays fuzz/corpus/partial/.
+#[test]
+fn fuzz_partial() {
+    let dir = TempDir::new("fuzz-partial");
+    let path = dir.file("fuzz.partial", b"");
+    let name = path.display().to_string();
+    fuzz::run("partial", |bytes| {
+        std::fs::write(&path, bytes).unwrap();
+        let args = [OsStr::new("merge"), path.as_os_str()];
+        let run = run_guarded(&args, None, Some(ADDRESS_SPACE_KIB));
+        run.expect_no_crash(&name);
+        if run.code == 2 {
+            assert!(
+                run.stderr.contains(&name),
+                "the error names the partial: {}",
+                run.stderr
+            );
+        }
+    });
+}
+
 // --- aborts and memory ---------------------------------------------------------------------
 
 #[test]

@@ -275,6 +275,60 @@ fn edit(part: &Path, from: &str, to: &str, dir: &TempDir, name: &str) -> PathBuf
     dir.file(name, text.replacen(from, to, 1).as_bytes())
 }
 
+/// Values no analysis writes — rules no flag or policy file accepts, negative times — are
+/// refused naming the line, not merged into a report (a burst size of 0 once made the burst
+/// search panic).
+#[test]
+fn partials_with_values_no_analysis_writes_are_refused() {
+    let dir = TempDir::new("partial-values");
+    let events = std::fs::read_to_string(fixture("incident.jsonl")).unwrap();
+    let files = split_by_operation(&events, 1, &dir, "incident");
+    let part = partials(&files, &[]).remove(0);
+    for (name, from, to, expected) in [
+        (
+            "min-ops.partial",
+            "\"burst_min_ops\":5",
+            "\"burst_min_ops\":0",
+            ":1: the partial's header is not valid: the burst size is 0",
+        ),
+        (
+            "window.partial",
+            "\"burst_window_ms\":50.0",
+            "\"burst_window_ms\":-50.0",
+            ":1: the partial's header is not valid: the burst window is -50 ms",
+        ),
+        (
+            "budget.partial",
+            "\"budgets\":[3,",
+            "\"budgets\":[0,",
+            ":1: the partial's header is not valid: the attempt budget at caller is 0",
+        ),
+        (
+            "retry.partial",
+            "{\"retry\":[1,17",
+            "{\"retry\":[1,-17",
+            "a retry start is -17",
+        ),
+        (
+            "row.partial",
+            "\"first_start_ms\":17",
+            "\"first_start_ms\":-17",
+            "a row's first_start_ms is -17",
+        ),
+    ] {
+        let edited = edit(&part, from, to, &dir, name);
+        let refused = merge(std::slice::from_ref(&edited), &[]);
+        refused.expect_code(2);
+        assert!(
+            refused.stderr.contains(&edited.display().to_string()),
+            "{}",
+            refused.stderr
+        );
+        assert!(refused.stderr.contains(expected), "{}", refused.stderr);
+        assert!(!refused.stderr.contains("panicked"), "{}", refused.stderr);
+    }
+}
+
 #[test]
 fn partials_of_another_version_or_other_rules_are_refused() {
     let dir = TempDir::new("partial-refused");

@@ -635,7 +635,8 @@ fn any_time(key: &str, v: Scalar) -> Result<Millis, String> {
         })?,
         _ => number(key, &v)?,
     };
-    if ms < 0.0 {
+    // `number` let only finite values through: what is left to refuse is a negative one.
+    if !crate::model::is_time(ms) {
         return Err(format!(
             "{key} is negative ({ms}): times are milliseconds on one clock, at or after 0"
         ));

@@ -21,7 +21,7 @@ use crate::burst::RetryPoint;
 use crate::classify::{Class, Finding, FindingKind, FindingLabel};
 use crate::codec::{put_varint, unzigzag, varint_at, whole_ms, zigzag};
 use crate::ingest::source::Input;
-use crate::model::{Attempt, KeyRef, Millis, OperationKey, Outcome, SourceRef, Sym};
+use crate::model::{is_time, Attempt, KeyRef, Millis, OperationKey, Outcome, SourceRef, Sym};
 use crate::rules::HopOrder;
 use crate::stats::AttemptStats;
 
@@ -958,6 +958,8 @@ impl Reading {
             .rules
             .rules()
             .context("the partial's header is not valid")?;
+        time("the trace's end (trace_end_ms)", header.trace_end_ms)
+            .context("the partial's header is not valid")?;
         let origin = if number == 1 {
             name.to_string()
         } else {
@@ -1037,6 +1039,7 @@ impl Reading {
             Line::Retry(WireRetry(hop, start_ms, row, delay_ms)) => {
                 self.counts.retries += 1;
                 let hop = self.hop(hop)?;
+                let start_ms = time("a retry start", start_ms)?;
                 self.retries
                     .push((hop, RetryPoint::new(start_ms, row, delay_ms)));
             }
@@ -1092,8 +1095,11 @@ impl Reading {
                 source: SourceRef { file: 0, line: 0 },
                 hop: self.hop(a.hop)?,
                 attempt: a.attempt,
-                start_ms: a.start_ms,
-                finish_ms: a.finish_ms,
+                start_ms: time("an attempt's start", a.start_ms)?,
+                finish_ms: a
+                    .finish_ms
+                    .map(|ms| time("an attempt's finish", ms))
+                    .transpose()?,
                 start_inferred: a.start_inferred,
                 outcome,
                 target: intern(a.target),
@@ -1165,6 +1171,16 @@ fn hop_named(hops: &HopOrder, name: &str) -> Result<u16> {
         .ok_or_else(|| anyhow!("hop \"{name}\" is not in the header's hop order"))
 }
 
+/// `ms`, a time or a duration of a partial, unless it is negative: every reader of events
+/// refuses negative times, so no analysis writes one, and the partial was edited.
+fn time(what: &str, ms: Millis) -> Result<Millis> {
+    if is_time(ms) {
+        Ok(ms)
+    } else {
+        bail!("{what} is {ms} ms, and a partial's times are never negative: the partial was edited; make it again")
+    }
+}
+
 /// A row as read, checked against the header's hops.
 fn row_of(r: WireRow, hops: &HopOrder) -> Result<Row> {
     if r.funnel.len() != hops.len() {
@@ -1199,9 +1215,12 @@ fn row_of(r: WireRow, hops: &HopOrder) -> Result<Row> {
                 .transpose()?,
             funnel: r.funnel,
             findings,
-            first_start_ms: r.first_start_ms,
-            last_finish_ms: r.last_finish_ms,
-            overlap_ms: r.overlap_ms,
+            first_start_ms: time("a row's first_start_ms", r.first_start_ms)?,
+            last_finish_ms: r
+                .last_finish_ms
+                .map(|ms| time("a row's last_finish_ms", ms))
+                .transpose()?,
+            overlap_ms: time("a row's overlap_ms", r.overlap_ms)?,
             final_outcome: r.final_outcome,
         },
     })

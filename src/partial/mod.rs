@@ -251,7 +251,7 @@ impl RulesFingerprint {
         if per_hop.iter().any(|&len| len != n) {
             anyhow::bail!("its rules list a value per hop for a different number of hops");
         }
-        Ok(Rules {
+        let rules = Rules {
             hops,
             budgets: self.budgets.clone(),
             overlap_allowed: self.overlap_allowed.clone(),
@@ -261,7 +261,9 @@ impl RulesFingerprint {
                 min_ops: self.burst_min_ops,
             },
             deadlines: self.deadlines_ms.clone(),
-        })
+        };
+        rules.check()?;
+        Ok(rules)
     }
 
     /// The first setting that differs, named as a user sets it, with both values.
