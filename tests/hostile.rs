@@ -280,15 +280,8 @@ fn fuzz_parquet() {
             let run = run_guarded(&["analyze"], Some(bytes.to_vec()), Some(ADDRESS_SPACE_KIB));
             (run, "<stdin>".to_string())
         };
-        run.expect_no_crash(&name);
-        if run.code == 2 {
-            // Exit 2 is the input error or bad rows (`name:row: …`): both name the input.
-            assert!(
-                run.stderr.contains(&name),
-                "the error names the input: {}",
-                run.stderr
-            );
-        }
+        // Exit 2 is the input error or bad rows (`name:row: …`): both name the input.
+        run.expect_no_crash(&name).expect_error_names(&name);
     });
 }
 
@@ -307,14 +300,7 @@ fn fuzz_partial() {
         std::fs::write(&path, bytes).unwrap();
         let args = [OsStr::new("merge"), path.as_os_str()];
         let run = run_guarded(&args, None, Some(ADDRESS_SPACE_KIB));
-        run.expect_no_crash(&name);
-        if run.code == 2 {
-            assert!(
-                run.stderr.contains(&name),
-                "the error names the partial: {}",
-                run.stderr
-            );
-        }
+        run.expect_no_crash(&name).expect_error_names(&name);
     });
 }
 

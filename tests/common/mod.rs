@@ -80,6 +80,18 @@ impl Run {
         );
         self
     }
+
+    /// An input error (exit 2) names the input it is about, as `name` or `name:line`.
+    pub fn expect_error_names(&self, name: &str) -> &Run {
+        if self.code == 2 {
+            assert!(
+                self.stderr.contains(name),
+                "the error names {name}: {}",
+                self.stderr
+            );
+        }
+        self
+    }
 }
 
 /// Runs the binary with `args` and, when given, `stdin` as its standard input (otherwise
