@@ -1,0 +1,165 @@
+//! `diff`: two runs (attempt logs or saved summaries) compared.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::cli::AnalyzeArgs;
+use crate::cli::InputArgs;
+use crate::config::AnalyzeConfig;
+use crate::config::OutputTarget;
+use crate::config::{analyze_config, change_conditions, hops_for};
+use crate::ingest::InputPath;
+use crate::output::{conclude, junit_on_error, Report};
+use crate::{analysis, cli, compare, ingest, model, partial, report, select, summary};
+
+/// `diff`: two runs (attempt logs or saved summaries), the comparison report, and the gate
+/// with change conditions.
+pub fn diff(args: cli::DiffArgs) -> Result<i32> {
+    let (junit, report_only) = (
+        args.report.junit.clone().map(OutputTarget::from_flag),
+        args.report.report_only,
+    );
+    junit_on_error(junit, report_only, diff_run(args))
+}
+
+pub fn diff_run(args: cli::DiffArgs) -> Result<i32> {
+    let mut analyze_args = AnalyzeArgs {
+        input: InputArgs {
+            files: Vec::new(),
+            options: args.input,
+        },
+        rules: args.rules,
+        partition: None,
+        report: args.report,
+    };
+    let hops = hops_for(&analyze_args)?;
+    let changes = change_conditions(&mut analyze_args.report.fail_on, &hops)?;
+    let config = analyze_config(analyze_args)?;
+    if let Some(why) = config.format.refusal() {
+        anyhow::bail!(why);
+    }
+    let rules = &config.rules;
+    let first = diff_side(&args.before, &config, &[])?;
+    let worst: Vec<model::OperationKey> = first
+        .analysis()
+        .map(|a| a.kept.iter().map(|k| k.result.key.clone()).collect())
+        .unwrap_or_default();
+    let second = diff_side(&args.after, &config, &worst)?;
+    let gate = compare::change::gate(
+        &config.gate.conditions,
+        &changes,
+        (first.summary(), first.analysis()),
+        (second.summary(), second.analysis()),
+        &rules.hops,
+        config.gate.report_only,
+    )?;
+    let mut comparison = compare::compare(
+        compare::Kind::Diff,
+        first.side(),
+        second.side(),
+        rules,
+        None,
+    );
+    comparison.gate = gate;
+    let bytes = report::render_comparison(
+        config.format,
+        &comparison,
+        first.analysis(),
+        second.analysis(),
+        rules,
+        &config.style,
+    )?;
+    let analyses: Vec<&analysis::Analysis> = [first.analysis(), second.analysis()]
+        .into_iter()
+        .flatten()
+        .map(|c| &c.analysis)
+        .collect();
+    conclude(
+        Report::Bytes(bytes),
+        comparison.gate.as_ref(),
+        &config,
+        &analyses,
+    )
+}
+
+/// One side of `diff`, as read.
+pub enum DiffSide {
+    Logs {
+        analysis: Box<analysis::tally::Collected>,
+        summary: Box<summary::Summary>,
+    },
+    Saved {
+        summary: Box<summary::Summary>,
+        json: serde_json::Value,
+    },
+}
+
+impl DiffSide {
+    fn analysis(&self) -> Option<&analysis::tally::Collected> {
+        match self {
+            DiffSide::Logs { analysis, .. } => Some(analysis),
+            DiffSide::Saved { .. } => None,
+        }
+    }
+
+    fn summary(&self) -> &summary::Summary {
+        match self {
+            DiffSide::Logs { summary, .. } | DiffSide::Saved { summary, .. } => summary,
+        }
+    }
+
+    fn side(&self) -> compare::Side<'_> {
+        compare::Side {
+            summary: self.summary().clone(),
+            analysis: self.analysis(),
+            saved: match self {
+                DiffSide::Saved { json, .. } => Some(json.clone()),
+                DiffSide::Logs { .. } => None,
+            },
+        }
+    }
+}
+
+/// Reads one side of `diff`: a saved summary, or attempt logs analysed with `config`,
+/// keeping the worst operations and those named in `also` for the timelines.
+pub fn diff_side(
+    path: &Path,
+    config: &AnalyzeConfig,
+    also: &[model::OperationKey],
+) -> Result<DiffSide> {
+    if let Some((summary, json)) = compare::saved::read(path)? {
+        return Ok(DiffSide::Saved {
+            summary: Box::new(summary),
+            json,
+        });
+    }
+    let mut input = config.input.clone();
+    input.paths = vec![if path.as_os_str() == "-" {
+        InputPath::Stdin
+    } else {
+        InputPath::File(path.to_path_buf())
+    }];
+    let ingested = ingest::read_inputs(&input, &config.rules.hops)?;
+    let ops = also
+        .iter()
+        .filter_map(|k| {
+            select::find_operation(&ingested, &k.operation_id, k.test_run_id.as_deref()).ok()
+        })
+        .collect();
+    let drawn = config.top.min(summary::TIMELINES_DRAWN);
+    let analysis = analysis::tally::Collected::of(|sink| {
+        partial::analyze(
+            ingested,
+            &config.rules,
+            &analysis::Keep::WorstAnd(drawn, ops),
+            config.top,
+            sink,
+        )
+    })?;
+    let summary = summary::summarize(&analysis, &config.rules)?;
+    Ok(DiffSide::Logs {
+        analysis: Box::new(analysis),
+        summary: Box::new(summary),
+    })
+}
