@@ -2,6 +2,14 @@
 //! partitions to `--temp-dir` and analyses them one partition at a time. Nothing of the
 //! output may change: every format is compared byte for byte with the run that held
 //! everything in memory. The spill directory is gone when the run ends, however it ends.
+//!
+//! Each input is just large enough, and each limit just small enough, to force what its
+//! test is about (a spill, partitions split again, lines spilled as read), and each test
+//! checks from the run's profile (`ATTEMPT_FUNNEL_PROFILE=1`) that it did. Each partition
+//! is a few files the kernel creates and removes, so a limit smaller than the test needs
+//! costs the suite minutes, not coverage. `ATTEMPT_FUNNEL_DEEP_TESTS=1` runs the same
+//! tests on the large inputs and tiny limits of old (200 000 operations; a few events per
+//! partition), which take minutes.
 
 mod common;
 
@@ -26,10 +34,20 @@ const FORMATS: [(&str, &str); 7] = [
 /// A limit that holds every test input in memory.
 const IN_MEMORY: &str = "16G";
 
+/// Where a run reads its first input from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum First {
+    /// Named on the command line, as the others.
+    File,
+    /// Piped to standard input (`-`): its size is unknown, so a spill starts with
+    /// [`FIRST_PARTITIONS_FROM_STDIN`] partitions.
+    Stdin,
+}
+
 /// The bytes of every format, in memory (under a limit far above the input) and under
 /// `limit`, and what the spilled run said; returns what the last spilled run wrote to
 /// stderr, its profile included.
-fn compare_every_format(inputs: &[&Path], limit: &str, extra: &[&str]) -> String {
+fn compare_every_format(inputs: &[&Path], first: First, limit: &str, extra: &[&str]) -> String {
     let mut spilled_stderr = String::new();
     let out = TempDir::new("memory-out");
     let spill = TempDir::new("memory-spill");
@@ -48,10 +66,23 @@ fn compare_every_format(inputs: &[&Path], limit: &str, extra: &[&str]) -> String
             ];
             args.extend(["--memory-limit".into(), memory.unwrap_or(IN_MEMORY).into()]);
             args.extend(extra.iter().map(OsString::from));
-            args.extend(inputs.iter().map(|p| p.as_os_str().to_owned()));
-            let mut env = vec![("ATTEMPT_FUNNEL_PROFILE", "1")];
-            env.push(("NO_COLOR", "1"));
-            let run = analyze_env(&args, &env);
+            let stdin = match first {
+                First::File => None,
+                First::Stdin => {
+                    args.push("-".into());
+                    Some(std::fs::read(inputs[0]).unwrap())
+                }
+            };
+            let named = if first == First::Stdin {
+                &inputs[1..]
+            } else {
+                inputs
+            };
+            args.extend(named.iter().map(|p| p.as_os_str().to_owned()));
+            let env = [("ATTEMPT_FUNNEL_PROFILE", "1"), ("NO_COLOR", "1")];
+            let mut all: Vec<OsString> = vec!["analyze".into()];
+            all.extend(args);
+            let run = run_with_env(&all, stdin.as_deref(), &env);
             run.expect_code(0);
             // The profile notes each spill: the tiny limit did force it, and the large one
             // did not.
@@ -59,13 +90,7 @@ fn compare_every_format(inputs: &[&Path], limit: &str, extra: &[&str]) -> String
             assert_eq!(spilled, memory.is_some(), "{format}: {}", run.stderr);
             // What the run said besides the profile (bad lines, lines passed by, notes)
             // is the same, too.
-            said.push(
-                run.stderr
-                    .lines()
-                    .filter(|l| !l.starts_with("profile:"))
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            );
+            said.push(without_profile(&run.stderr));
             assert_eq!(
                 std::fs::read_dir(&spill.path).unwrap().count(),
                 0,
@@ -104,11 +129,6 @@ fn spilled_as_read(stderr: &str) -> u64 {
         .unwrap_or_else(|| panic!("no note of events spilled as read: {stderr}"))
 }
 
-/// `generate --ops 200000 --seed 7` in `dir`: about a million events, 187 MB.
-fn generated_200k(dir: &TempDir) -> std::path::PathBuf {
-    generated(dir, 200_000, 7)
-}
-
 /// `generate --ops OPS --seed SEED` in `dir`, as `events.jsonl`.
 fn generated(dir: &TempDir, ops: u32, seed: u32) -> std::path::PathBuf {
     let events = dir.path.join("events.jsonl");
@@ -142,16 +162,30 @@ fn analyze_env(args: &[OsString], env: &[(&str, &str)]) -> Run {
     }
 }
 
+/// The incident from stdin, under a limit of half its bytes: its 16 first partitions hold
+/// about three times what one may, and each is split again as it is read back. Deep, also
+/// from the file under 4 KiB: a few events per partition, split again and again, to parts
+/// of one operation (some 2 000 partitions).
 #[test]
-fn the_incident_spilled_in_tiny_partitions_gives_every_format_byte_for_byte() {
-    // 4 KiB: a few events per partition, so partitions are split again as they are read.
-    compare_every_format(&[&fixture("incident.jsonl")], "4K", &[]);
+fn the_incident_spilled_and_split_again_gives_every_format_byte_for_byte() {
+    let incident = fixture("incident.jsonl");
+    let half = std::fs::metadata(&incident).unwrap().len() / 2;
+    let said = compare_every_format(&[&incident], First::Stdin, &half.to_string(), &[]);
+    let read_back = partitions_read_back(&said);
+    assert!(
+        read_back > FIRST_PARTITIONS_FROM_STDIN,
+        "{read_back} partitions read back: none was split again"
+    );
+    if deep_tests() {
+        compare_every_format(&[&incident], First::File, "4K", &[]);
+    }
 }
 
 /// Once the first spill is made, lines are encoded into the partitions where they are
 /// parsed: every reader of lines that makes attempts takes that path, with bad lines and
 /// lines passed by still reported in order. A first input of ten thousand lines (a few
-/// batches of lines) starts the spilling, so that each fixture after it is spilled as read.
+/// batches of lines, more than an eighth of the 2 MiB limit) starts the spilling, so that
+/// each fixture after it is spilled as read; deep, under 64 KiB, in hundreds of partitions.
 #[test]
 fn every_line_reader_spilled_as_read_gives_the_same_report() {
     let dir = TempDir::new("memory-as-read");
@@ -193,7 +227,8 @@ fn every_line_reader_spilled_as_read_gives_the_same_report() {
         let mut inputs = vec![filler.to_path_buf()];
         inputs.extend(fixtures.iter().map(|f| fixture(f)));
         let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
-        let said = compare_every_format(&inputs, "64K", extra);
+        let limit = if deep_tests() { "64K" } else { "2M" };
+        let said = compare_every_format(&inputs, First::File, limit, extra);
         // More than the filler's last batch was spilled as read: the fixtures were.
         let as_read = spilled_as_read(&said);
         assert!(as_read > 0, "{fixtures:?}: nothing was spilled as read");
@@ -205,32 +240,62 @@ fn span_inputs_spilled_give_the_same_report() {
     // Spans are resolved across the trace in memory; the events they become are spilled.
     let otlp = fixture("otlp/gateway-retries.jsonl");
     let policy = fixture("otlp/hop-map.toml");
-    compare_every_format(&[&otlp], "2K", &["--policy", policy.to_str().unwrap()]);
+    // 32 KiB: a dozen partitions for the three operations; deep, 2 KiB and some 180.
+    let limit = if deep_tests() { "2K" } else { "32K" };
+    let said = compare_every_format(
+        &[&otlp],
+        First::File,
+        limit,
+        &["--policy", policy.to_str().unwrap()],
+    );
+    assert!(partitions_read_back(&said) > 1, "{said}");
 }
 
+/// A generated input of every class and synchronized bursts across partitions, spilled
+/// several times: 20 000 operations (about 100 000 events, 11 MB held in memory) under
+/// 8 MiB; deep, 200 000 operations (a million events, 110 MB) under 24 MiB.
 #[test]
-fn two_hundred_thousand_operations_spilled_give_every_format_byte_for_byte() {
-    let dir = TempDir::new("memory-200k");
-    let events = generated_200k(&dir);
-    // About a million events, ~110 MB held in memory: 24 MiB spills them several times.
-    compare_every_format(&[&events], "24M", &["--top", "20"]);
+fn a_generated_input_spilled_gives_every_format_byte_for_byte() {
+    let dir = TempDir::new("memory-generated");
+    let (ops, limit) = if deep_tests() {
+        (200_000, "24M")
+    } else {
+        (20_000, "8M")
+    };
+    let events = generated(&dir, ops, 7);
+    let said = compare_every_format(&[&events], First::File, limit, &["--top", "20"]);
+    let spills = profile_notes(&said, "spilled,");
+    assert!(spills >= 2, "spilled {spills} times: {said}");
+    assert!(spilled_as_read(&said) > 0, "{said}");
+}
+
+/// The input the early spill is judged on, and the limit: large enough that its first
+/// 16 MiB are a small share of it, and a limit under which its events take more than one
+/// and a half times the events' eighth, so that waiting for that eighth to fill would
+/// spill far fewer as read. 100 000 operations (94 MB, 490 000 events) under 192 MiB:
+/// judged after 16 MiB, 73 % are spilled as read, against 42 % when the first spill waits
+/// for the budget to fill (as it does from stdin). Deep: 200 000 operations (187 MB) under
+/// 256 MiB, 87 % against 63 %.
+fn judged_early(dir: &TempDir) -> (std::path::PathBuf, &'static str, u64) {
+    if deep_tests() {
+        (generated(dir, 200_000, 7), "256M", 4)
+    } else {
+        (generated(dir, 100_000, 7), "192M", 3)
+    }
 }
 
 /// A plain file whose first megabytes say it will not fit is spilled from there on, not
-/// once the budget is full: under 256 MiB (32 MB for events) the 200 000 operations'
-/// million events would fill the budget after about a third of the file.
+/// once the budget is full.
 #[test]
 fn a_file_that_will_not_fit_is_spilled_from_its_first_chunks() {
     let dir = TempDir::new("memory-early");
-    let events = generated_200k(&dir);
-    let said = compare_every_format(&[&events], "256M", &[]);
+    let (events, limit, fifths) = judged_early(&dir);
+    let said = compare_every_format(&[&events], First::File, limit, &[]);
     let lines = std::fs::read_to_string(&events).unwrap().lines().count() as u64;
     let as_read = spilled_as_read(&said);
-    // Judged after 16 MiB of 187 MB: 87 % were spilled as read, against 63 % when the
-    // first spill waited for the budget to fill.
     assert!(
-        as_read * 5 > lines * 4,
-        "{as_read} of {lines} events spilled as read"
+        as_read * 5 > lines * fifths,
+        "{as_read} of {lines} events spilled as read: fewer than {fifths} in 5"
     );
 }
 
@@ -240,7 +305,7 @@ fn a_file_that_will_not_fit_is_spilled_from_its_first_chunks() {
 #[test]
 fn a_compressed_file_that_will_not_fit_is_spilled_from_its_first_chunks() {
     let dir = TempDir::new("memory-early-zstd");
-    let events = generated_200k(&dir);
+    let (events, limit, fifths) = judged_early(&dir);
     let text = std::fs::read(&events).unwrap();
     let lines = text.iter().filter(|&&b| b == b'\n').count() as u64;
     let compressed = dir.file("events.jsonl.zst", &zstd::encode_all(&text[..], 1).unwrap());
@@ -250,7 +315,7 @@ fn a_compressed_file_that_will_not_fit_is_spilled_from_its_first_chunks() {
         let args: Vec<OsString> = vec![
             input.into(),
             "--memory-limit".into(),
-            "256M".into(),
+            limit.into(),
             "--format".into(),
             "csv".into(),
             "-o".into(),
@@ -262,11 +327,11 @@ fn a_compressed_file_that_will_not_fit_is_spilled_from_its_first_chunks() {
     };
     let (from_zstd, said) = rows(&compressed, "zstd.csv");
     let as_read = spilled_as_read(&said);
-    // 87 % spilled as read, as for the plain file; 63 % when a compressed input was not
-    // judged and its first spill waited for the budget to fill.
+    // As many spilled as read as for the plain file; a compressed input not judged waited
+    // for the budget to fill.
     assert!(
-        as_read * 5 > lines * 4,
-        "{as_read} of {lines} events spilled as read"
+        as_read * 5 > lines * fifths,
+        "{as_read} of {lines} events spilled as read: fewer than {fifths} in 5"
     );
     assert!(
         from_zstd == rows(&events, "plain.csv").0,
@@ -277,12 +342,12 @@ fn a_compressed_file_that_will_not_fit_is_spilled_from_its_first_chunks() {
 /// The merge reads one file per partition at once, for each hop searched at once: under a
 /// small limit, or at tens of millions of operations, more than the common soft limit on
 /// open files. The run raises its soft limit to the hard one: under a soft limit of 40,
-/// `generate --ops 20000` under a 1 MiB limit (some 350 partitions) merges, and gives the
+/// `generate --ops 10000` under a 1 MiB limit (some 180 partitions) merges, and gives the
 /// rows of the run in memory.
 #[test]
 fn more_partitions_than_the_soft_open_files_limit_merge() {
     let dir = TempDir::new("memory-files");
-    let events = generated(&dir, 20_000, 3);
+    let events = generated(&dir, 10_000, 3);
     let rows = |name: &str, limit: &str, soft_files: Option<u32>| {
         let path = dir.path.join(name);
         let mut command = match soft_files {

@@ -426,12 +426,19 @@ fn the_incident_in_1_3_and_7_partitions_merges_to_one_run() {
 }
 
 /// Operations of the generated input the suite splits: 20 000 (about 100 000 lines) keeps
-/// the test to seconds on a loaded two-core machine. The size of the issue, 200 000, is the
-/// ignored test below (`cargo test --release --test partitions -- --ignored`, about two
-/// minutes of CPU) and the input of examples/spark/run.sh.
+/// the test to seconds on a loaded two-core machine. The size of the issue, 200 000 (about
+/// two minutes of CPU), and the input of examples/spark/run.sh, is the deep run's
+/// (`ATTEMPT_FUNNEL_DEEP_TESTS=1`).
 const GENERATED_OPS: u32 = 20_000;
+const DEEP_GENERATED_OPS: u32 = 200_000;
 
-fn check_generated(ops: u32) {
+#[test]
+fn a_generated_input_in_1_3_and_7_partitions_merges_to_one_run() {
+    let ops = if deep_tests() {
+        DEEP_GENERATED_OPS
+    } else {
+        GENERATED_OPS
+    };
     let dir = TempDir::new("partitions-generated");
     let input = dir.path.join("generated.jsonl");
     let ops = ops.to_string();
@@ -446,15 +453,4 @@ fn check_generated(ops: u32) {
     ])
     .expect_code(0);
     check_split_and_merge(&input, &format!("{ops} generated operations"));
-}
-
-#[test]
-fn a_generated_input_in_1_3_and_7_partitions_merges_to_one_run() {
-    check_generated(GENERATED_OPS);
-}
-
-#[test]
-#[ignore = "200 000 operations: minutes on a loaded machine; run with --ignored"]
-fn a_generated_input_of_200k_operations_in_1_3_and_7_partitions_merges_to_one_run() {
-    check_generated(200_000);
 }

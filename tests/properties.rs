@@ -2,9 +2,13 @@
 //! no classification and no number of the summary (docs/rules.md defines every rule over the set
 //! of events, not their order).
 //!
-//! Each case runs the real binary, so the case count is kept small. Half the cases (by
-//! their seed) run with a tiny `--memory-limit`, so that the events are spilled in
-//! partitions and analysed one partition at a time: the baselines are in memory.
+//! Each case runs the real binary, so the case count is kept small: [`CASES`] a property,
+//! [`DEEP_CASES`] with `ATTEMPT_FUNNEL_DEEP_TESTS=1`. Every case is analysed twice, in
+//! memory and spilled: under a memory limit of half the input's bytes the events are
+//! spilled in partitions, the first input read from standard input so that the spill starts
+//! from a known number of partitions, and partitions too large for the limit are split
+//! again when read back — which each spilled run's profile is checked to show. The
+//! baselines are in memory.
 
 mod common;
 
@@ -16,11 +20,16 @@ use proptest::test_runner::Config;
 
 use common::*;
 
-const CASES: u32 = 24;
+/// Cases per property. Each case runs the binary four times (two formats, in memory and
+/// spilled), and a spilled run of the incident costs about ten in memory.
+const CASES: u32 = 8;
+
+/// Cases per property with `ATTEMPT_FUNNEL_DEEP_TESTS=1`.
+const DEEP_CASES: u32 = 96;
 
 fn config() -> Config {
     Config {
-        cases: CASES,
+        cases: if deep_tests() { DEEP_CASES } else { CASES },
         // Each shrink step runs the binary, and shrinking a seed buys little.
         max_shrink_iters: 8,
         failure_persistence: None,
@@ -36,22 +45,23 @@ struct Outcome {
     summary: serde_json::Value,
 }
 
-/// How a case holds its events: all in memory, or spilled past a tiny memory limit.
+/// How a run holds its events: all in memory, or spilled past a memory limit of half the
+/// input, the first input read from standard input.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
     InMemory,
-    Spilled,
+    /// `splits_again`: the input has enough operations that some of the first spill's
+    /// [`FIRST_PARTITIONS_FROM_STDIN`] partitions outgrow the limit and are split again
+    /// (with fewer operations than that, a partition too large holds one operation, which
+    /// is read whole).
+    Spilled {
+        splits_again: bool,
+    },
 }
 
-impl Mode {
-    /// Half the cases spill, chosen by their seed.
-    fn of(seed: u64) -> Mode {
-        if seed & 1 == 1 {
-            Mode::Spilled
-        } else {
-            Mode::InMemory
-        }
-    }
+/// Both modes, for an input with enough operations to split partitions again or not.
+fn every_mode(splits_again: bool) -> [Mode; 2] {
+    [Mode::InMemory, Mode::Spilled { splits_again }]
 }
 
 fn outcome(files: &[&std::path::Path]) -> Outcome {
@@ -59,25 +69,53 @@ fn outcome(files: &[&std::path::Path]) -> Outcome {
 }
 
 fn outcome_in(files: &[&std::path::Path], mode: Mode) -> Outcome {
-    let args = |format: &str| -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec!["--format".into(), format.into()];
-        if mode == Mode::Spilled {
-            // A few events per partition: spilled, and split again when read back.
-            args.extend(["--memory-limit".into(), "2K".into()]);
-        }
+    let mut stdin = None;
+    let mut args: Vec<OsString> = Vec::new();
+    let mut env = Vec::new();
+    if let Mode::Spilled { .. } = mode {
+        let bytes: u64 = files
+            .iter()
+            .map(|f| std::fs::metadata(f).expect("an input").len())
+            .sum();
+        args.extend([
+            "--memory-limit".into(),
+            (bytes / 2).max(1).to_string().into(),
+        ]);
+        stdin = Some(std::fs::read(files[0]).expect("the first input"));
+        args.push("-".into());
+        args.extend(files[1..].iter().map(|f| f.as_os_str().to_owned()));
+        env.push(("ATTEMPT_FUNNEL_PROFILE", "1"));
+    } else {
         args.extend(files.iter().map(|f| f.as_os_str().to_owned()));
-        args
+    }
+    let run = |format: &str| {
+        let mut all: Vec<OsString> = vec!["analyze".into(), "--format".into(), format.into()];
+        all.extend(args.iter().cloned());
+        let run = run_with_env(&all, stdin.as_deref(), &env);
+        run.expect_code(0);
+        if let Mode::Spilled { splits_again } = mode {
+            assert!(
+                profile_notes(&run.stderr, "spilled,") > 0,
+                "not spilled: {}",
+                run.stderr
+            );
+            let read_back = partitions_read_back(&run.stderr);
+            assert!(
+                !splits_again || read_back > FIRST_PARTITIONS_FROM_STDIN,
+                "{read_back} partitions read back: none was split again"
+            );
+        }
+        let said = without_profile(&run.stderr);
+        assert!(said.is_empty(), "{said}");
+        run
     };
-    let jsonl = analyze(&args("jsonl"));
-    jsonl.expect_code(0);
-    assert!(jsonl.stderr.is_empty(), "{}", jsonl.stderr);
+    let jsonl = run("jsonl");
     let mut rows: Vec<String> = jsonl.stdout_text().lines().map(String::from).collect();
     rows.sort();
     // The rows must also decode into the documented schema.
     decode_rows(&jsonl.stdout);
 
-    let json = analyze(&args("json"));
-    json.expect_code(0);
+    let json = run("json");
     let mut summary = decode_summary_value(&json.stdout);
     let files_field = summary["input"]
         .as_object_mut()
@@ -264,14 +302,22 @@ fn assert_same(got: &Outcome, want: &Outcome) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// The incident and the class fixtures have enough operations to split partitions again;
+/// the point events (seven operations) do not.
+const INCIDENT_SPLITS: bool = true;
+const CLASSES_SPLIT: bool = true;
+const POINTS_SPLIT: bool = false;
+
 proptest! {
     #![proptest_config(config())]
 
     #[test]
     fn shuffling_the_incident_lines_changes_no_output(seed in any::<u64>()) {
         let lines = shuffled(incident_lines(), seed);
-        let got = outcome_of_shuffled("incident-shuffled.jsonl", &lines, Mode::of(seed));
-        assert_same(&got, incident_baseline())?;
+        for mode in every_mode(INCIDENT_SPLITS) {
+            let got = outcome_of_shuffled("incident-shuffled.jsonl", &lines, mode);
+            assert_same(&got, incident_baseline())?;
+        }
     }
 
     #[test]
@@ -280,10 +326,10 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let assignment = partition(incident_lines().len(), parts, seed);
-        let got = outcome_of_split(
-            "incident-split", incident_lines(), parts, &assignment, Mode::of(seed),
-        );
-        assert_same(&got, incident_baseline())?;
+        for mode in every_mode(INCIDENT_SPLITS) {
+            let got = outcome_of_split("incident-split", incident_lines(), parts, &assignment, mode);
+            assert_same(&got, incident_baseline())?;
+        }
     }
 
     #[test]
@@ -293,15 +339,19 @@ proptest! {
     ) {
         let lines = shuffled(point_lines(), seed);
         let assignment = partition(lines.len(), parts, seed ^ 0x5555_5555_5555_5555);
-        let got = outcome_of_split("points-split", &lines, parts, &assignment, Mode::of(seed));
-        assert_same(&got, point_baseline())?;
+        for mode in every_mode(POINTS_SPLIT) {
+            let got = outcome_of_split("points-split", &lines, parts, &assignment, mode);
+            assert_same(&got, point_baseline())?;
+        }
     }
 
     #[test]
     fn shuffling_the_class_fixtures_changes_no_output(seed in any::<u64>()) {
         let lines = shuffled(class_lines(), seed);
-        let got = outcome_of_shuffled("classes-shuffled.jsonl", &lines, Mode::of(seed));
-        assert_same(&got, class_baseline())?;
+        for mode in every_mode(CLASSES_SPLIT) {
+            let got = outcome_of_shuffled("classes-shuffled.jsonl", &lines, mode);
+            assert_same(&got, class_baseline())?;
+        }
     }
 
     #[test]
@@ -311,8 +361,10 @@ proptest! {
     ) {
         let lines = shuffled(class_lines(), seed);
         let assignment = partition(lines.len(), parts, seed ^ 0x5555_5555_5555_5555);
-        let got = outcome_of_split("classes-split", &lines, parts, &assignment, Mode::of(seed));
-        assert_same(&got, class_baseline())?;
+        for mode in every_mode(CLASSES_SPLIT) {
+            let got = outcome_of_split("classes-split", &lines, parts, &assignment, mode);
+            assert_same(&got, class_baseline())?;
+        }
     }
 }
 

@@ -97,8 +97,18 @@ impl Run {
 /// Runs the binary with `args` and, when given, `stdin` as its standard input (otherwise
 /// standard input is empty, never the test runner's terminal).
 pub fn run_with_stdin<S: AsRef<OsStr>>(args: &[S], stdin: Option<&[u8]>) -> Run {
+    run_with_env(args, stdin, &[])
+}
+
+/// [`run_with_stdin`], with extra environment variables (`ATTEMPT_FUNNEL_PROFILE`, say).
+pub fn run_with_env<S: AsRef<OsStr>>(
+    args: &[S],
+    stdin: Option<&[u8]>,
+    env: &[(&str, &str)],
+) -> Run {
     let mut child = Command::new(BIN)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(root())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -126,6 +136,41 @@ pub fn run_with_stdin<S: AsRef<OsStr>>(args: &[S], stdin: Option<&[u8]>) -> Run 
 /// Runs the binary with `args` and empty standard input.
 pub fn run<S: AsRef<OsStr>>(args: &[S]) -> Run {
     run_with_stdin(args, None)
+}
+
+/// `ATTEMPT_FUNNEL_DEEP_TESTS=1` (any value but empty or `0`): the deep runs — many more
+/// property cases, and the spill tests on the large inputs and tiny memory limits that
+/// take minutes (README, Development). Without it the same properties are checked on
+/// inputs just large enough to force the path each test is about.
+pub fn deep_tests() -> bool {
+    std::env::var_os("ATTEMPT_FUNNEL_DEEP_TESTS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// The partitions a spill of standard input starts with, its size being unknown
+/// (docs/input.md, "Large inputs"): a run from stdin that reads back more partitions split
+/// some of them again.
+pub const FIRST_PARTITIONS_FROM_STDIN: usize = 16;
+
+/// How many partitions a spilled run's profile (`ATTEMPT_FUNNEL_PROFILE=1`) read back.
+pub fn partitions_read_back(stderr: &str) -> usize {
+    profile_notes(stderr, "partition read back")
+}
+
+/// How many of the profile's lines (`ATTEMPT_FUNNEL_PROFILE=1`) on `stderr` note `what`.
+pub fn profile_notes(stderr: &str, what: &str) -> usize {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("profile:") && l.contains(what))
+        .count()
+}
+
+/// What a run wrote to stderr besides the profile's lines.
+pub fn without_profile(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| !l.starts_with("profile:"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `analyze` followed by `args`.
