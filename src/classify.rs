@@ -139,8 +139,8 @@ impl FindingKind {
                  or what the policy's [retryable] list leaves out)"
             ),
             FindingKind::IdempotencyKeyChanged => format!(
-                "the attempts of one line at the {hop} carry different idempotency keys (or message IDs), \
-                 so the receiver cannot tell they are one request"
+                "the attempts of one line at the {hop} carry different message IDs (the key a receiver \
+                 deduplicates on), so the receiver cannot tell they are one request"
             ),
         }
     }
