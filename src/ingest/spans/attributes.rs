@@ -432,7 +432,7 @@ mod tests {
         let method = ("http.request.method", s("GET"));
         // Aborted: no status, no error.type, the span status unset or even OK.
         for status in [SpanStatus::Unset, SpanStatus::Ok, SpanStatus::Error] {
-            let mut sp = span(SpanKind::Client, "svc", &[method.clone()]);
+            let mut sp = span(SpanKind::Client, "svc", std::slice::from_ref(&method));
             sp.status = status;
             let got = attempt_fields(&sp, true).unwrap().outcome;
             assert_eq!(got, Some(Outcome::Error), "{status:?}");
@@ -440,7 +440,7 @@ mod tests {
             assert_eq!(attempt_fields(&sp, false).unwrap().outcome, outcome(&sp));
         }
         // A failure the span names is kept.
-        let mut sp = span(SpanKind::Client, "svc", &[method.clone()]);
+        let mut sp = span(SpanKind::Client, "svc", std::slice::from_ref(&method));
         sp.exceptions = vec!["TimeoutError".into()];
         assert_eq!(
             attempt_fields(&sp, true).unwrap().outcome,
