@@ -3,8 +3,12 @@
 //! hygiene; then, once bursts across operations are known, picks the class by precedence
 //! and keeps everything else as findings.
 
+mod layers;
+
+use layers::{asks_for_resend, line_layers};
+
 use crate::group::{Line, Parent, Tree};
-use crate::model::{named_enum, Attempt, Millis};
+use crate::model::{named_enum, Attempt, Millis, Outcome};
 use crate::rules::{HopOrder, Rules};
 
 /// A retry that starts within this many ms of the previous attempt's end is back-to-back:
@@ -64,6 +68,12 @@ named_enum! {
         DuplicateEffect => "duplicate-effect",
         Unfinished => "unfinished",
         Orphan => "orphan",
+        // Rule v3's findings come last: a partial file writes a finding as its index here,
+        // and the kinds before keep theirs.
+        InferredLayers => "inferred-layers",
+        Resends => "resends",
+        RetriedNonRetryable => "retried-non-retryable",
+        IdempotencyKeyChanged => "idempotency-key-changed",
     }
 }
 
@@ -115,6 +125,23 @@ impl FindingKind {
                 format!("an attempt at the {hop} never finished before the trace ended")
             }
             FindingKind::Orphan => format!("an attempt at the {hop} has no upstream parent"),
+            FindingKind::InferredLayers => format!(
+                "a line at the {hop} falls into equal groups of back-to-back sends far apart: read from the timing \
+                 as two retrying layers, an outer one around an inner one that writes no count of its own \
+                 (policy infer_layers = false turns this off)"
+            ),
+            FindingKind::Resends => format!(
+                "the {hop} followed a redirect or an authentication challenge: a resend, which repeats no failed work \
+                 and counts against no budget"
+            ),
+            FindingKind::RetriedNonRetryable => format!(
+                "the {hop} repeated a request after an answer a repeat cannot change (a 4xx other than 408, 425 and 429, \
+                 or what the policy's [retryable] list leaves out)"
+            ),
+            FindingKind::IdempotencyKeyChanged => format!(
+                "the attempts of one line at the {hop} carry different message IDs (the key a receiver \
+                 deduplicates on), so the receiver cannot tell they are one request"
+            ),
         }
     }
 }
@@ -217,6 +244,13 @@ pub struct HopFacts {
     pub hidden_sends: bool,
     pub redelivers: bool,
     pub fans_out: bool,
+    /// A line here was made by two retrying layers (an outer one's attempts, each sent
+    /// more than once by an inner one).
+    pub layered: bool,
+    /// Of those, one whose layers were read from the timing alone.
+    pub inferred_layers: bool,
+    /// A send here followed a redirect or an authentication challenge.
+    pub resends: bool,
     pub over_budget: bool,
     pub overlap_ms: Millis,
     pub retry_without_delay: bool,
@@ -226,6 +260,10 @@ pub struct HopFacts {
     pub attempt_after_deadline: bool,
     /// A line's backoff delays add up to more than the hop's deadline.
     pub backoff_over_deadline: bool,
+    /// A repeat followed an answer a repeat cannot change (a non-retryable 4xx).
+    pub retried_non_retryable: bool,
+    /// The attempts of a line carry different idempotency keys (message IDs).
+    pub idempotency_key_changed: bool,
     pub duplicate_effects: u32,
     pub unfinished: u32,
     pub orphans: u32,
@@ -334,6 +372,8 @@ fn rule_facts(
     }
 
     // Lines are sorted by (hop, parent, key): the lines of one parent are adjacent.
+    let mut resend = Vec::new();
+    let mut tries: Vec<&Attempt> = Vec::new();
     let mut group_start = 0;
     while group_start < tree.lines.len() {
         let first = &tree.lines[group_start];
@@ -344,20 +384,53 @@ fn rule_facts(
         let group = &tree.lines[group_start..group_end];
         let h = &mut hops[first.hop as usize];
         let attempts_under_parent: usize = group.iter().map(Line::len).sum();
-        if attempts_under_parent > 1 && !matches!(first.parent, Parent::Orphan(_)) {
+        let resends = mark_resends(attempts, tree, group, &mut resend);
+        h.resends |= resends > 0;
+        // A resend continues the send before it, so it multiplies nothing, and a line that
+        // starts with one (a redirect's new target) is not a thing of its own addressed.
+        if attempts_under_parent - resends > 1 && !matches!(first.parent, Parent::Orphan(_)) {
             h.multiplies = true;
-            h.fans_out |= group.len() > 1;
+            let addressed = group
+                .iter()
+                .filter(|l| !is_resend(&resend, tree.attempts(l)[0]))
+                .count();
+            h.fans_out |= addressed > 1;
         }
         for line in group {
             let members = tree.attempts(line);
-            let budget = rules.budgets[line.hop as usize];
-            h.over_budget |= members.len() as u32 > budget;
             let effects = members
                 .iter()
                 .filter(|&&i| attempts[i as usize].effect)
                 .count() as u32;
             h.duplicate_effects += effects.saturating_sub(1);
-            if members.len() < 2 {
+            // The original and the repeats that are not resends.
+            tries.clear();
+            tries.extend(
+                members
+                    .iter()
+                    .enumerate()
+                    .filter(|&(k, &i)| k == 0 || !is_resend(&resend, i))
+                    .map(|(_, &i)| &attempts[i as usize]),
+            );
+            let budget = rules.budgets[line.hop as usize];
+            if line.is_delivery_line() || tries.len() < 2 {
+                h.over_budget |= tries.len() as u32 > budget;
+            } else {
+                let layered = line_layers(&tries, rules.infer_layers);
+                if layered.two_layers() {
+                    h.layered = true;
+                    h.inferred_layers |= layered.inferred;
+                    let inner = rules.inner_budget(line.hop);
+                    h.over_budget |= layered.groups.len() as u32 > budget
+                        || layered.groups.iter().any(|g| g.len() as u32 > inner);
+                } else {
+                    h.over_budget |= tries.len() as u32 > budget;
+                }
+            }
+            if !line.is_delivery_line() {
+                h.idempotency_key_changed |= key_changed(&tries);
+            }
+            if tries.len() < 2 {
                 continue;
             }
             let role = if line.is_delivery_line() {
@@ -369,8 +442,15 @@ fn rule_facts(
             };
             let mut backoff_ms: Millis = 0.0;
             for pair in members.windows(2) {
+                // A resend is no repeat of failed work: no role of a retry, no backoff, no
+                // burst start, no hygiene.
+                if is_resend(&resend, pair[1]) {
+                    continue;
+                }
                 let (prev, this) = (&attempts[pair[0] as usize], &attempts[pair[1] as usize]);
                 roles[pair[1] as usize] = role;
+                h.retried_non_retryable |=
+                    matches!(prev.outcome, Some(Outcome::Http(code)) if !rules.retry_can_fix(code));
                 // An untimed attempt's times are its request's: no backoff, burst start
                 // or hygiene can be read from them.
                 if prev.untimed || this.untimed {
@@ -408,6 +488,57 @@ fn rule_facts(
     }
     let first_multiplying_hop = hops.iter().position(|h| h.multiplies).map(|i| i as u16);
     (overlap_ms, first_multiplying_hop)
+}
+
+/// Marks, in `resend` (sized to the attempts on first use), the attempts of one parent's
+/// lines at a hop that follow a redirect or an authentication challenge: each attempt is
+/// judged by the send under the same parent that started last before it, if that one had
+/// its answer before it started. Returns how many there are.
+fn mark_resends(
+    attempts: &[Attempt],
+    tree: &Tree,
+    group: &[Line],
+    resend: &mut Vec<bool>,
+) -> usize {
+    let asks = |i: u32| asks_for_resend(attempts[i as usize].outcome);
+    // Most parents have no answer that asks for one: nothing to sort.
+    if !group
+        .iter()
+        .any(|l| tree.attempts(l).iter().any(|&i| asks(i)))
+    {
+        return 0;
+    }
+    if resend.len() < attempts.len() {
+        resend.resize(attempts.len(), false);
+    }
+    // Attempt indexes of a hop follow start order.
+    let mut sends: Vec<u32> = group
+        .iter()
+        .flat_map(|l| tree.attempts(l))
+        .copied()
+        .collect();
+    sends.sort_unstable();
+    let mut count = 0;
+    for pair in sends.windows(2) {
+        let (before, this) = (&attempts[pair[0] as usize], &attempts[pair[1] as usize]);
+        let answered_first = before.finish_ms.is_some_and(|f| f <= this.start_ms) || before.untimed;
+        let is = asks(pair[0]) && answered_first;
+        resend[pair[1] as usize] = is;
+        count += usize::from(is);
+    }
+    count
+}
+
+/// Whether attempt `i` was marked a resend (an empty list marks none).
+fn is_resend(resend: &[bool], i: u32) -> bool {
+    resend.get(i as usize).copied().unwrap_or(false)
+}
+
+/// Whether the tries of a line carry different idempotency keys (message IDs): tries
+/// without one say nothing.
+fn key_changed(tries: &[&Attempt]) -> bool {
+    let mut keys = tries.iter().filter_map(|a| a.message_id);
+    keys.next().is_some_and(|first| keys.any(|k| k != first))
 }
 
 /// The backoff before a repeat: the declared `delay_ms`, else the observed gap since the
@@ -565,8 +696,14 @@ pub fn classify(facts: &OperationFacts, in_burst: bool) -> Class {
     };
     let at_first = &facts.hops[first as usize];
     if at_first.retries {
-        let retrying_hops = facts.hops.iter().filter(|h| h.retries).count();
-        if retrying_hops >= 2 {
+        // Two retrying layers in one hop multiply as two hops retrying do.
+        let retrying_layers: usize = facts
+            .hops
+            .iter()
+            .filter(|h| h.retries)
+            .map(|h| 1 + usize::from(h.layered))
+            .sum();
+        if retrying_layers >= 2 {
             Class::NestedRetry
         } else if facts.has_overlap() {
             Class::Overlap
@@ -614,6 +751,13 @@ pub fn findings(facts: &OperationFacts, burst_hops: &[u16]) -> Vec<Finding> {
         add(h.duplicate_effects > 0, FindingKind::DuplicateEffect);
         add(h.unfinished > 0, FindingKind::Unfinished);
         add(h.orphans > 0, FindingKind::Orphan);
+        add(h.inferred_layers, FindingKind::InferredLayers);
+        add(h.resends, FindingKind::Resends);
+        add(h.retried_non_retryable, FindingKind::RetriedNonRetryable);
+        add(
+            h.idempotency_key_changed,
+            FindingKind::IdempotencyKeyChanged,
+        );
     }
     out
 }

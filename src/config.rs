@@ -355,7 +355,8 @@ pub fn resolve_rules(args: &AnalyzeArgs, policy: &policy::Policy) -> Result<Rule
     Ok(rules)
 }
 
-/// The policy file's budgets, deadlines, hops allowed to overlap and burst parameters, over
+/// The policy file's budgets (and inner budgets), deadlines, hops allowed to overlap, layer
+/// inference, retryable statuses and burst parameters, over
 /// `rules` (whose hop order and queue hops are already set).
 pub fn apply_policy_rules(rules: &mut Rules, policy: &policy::Policy) -> Result<()> {
     let policy_budgets: Vec<String> = policy
@@ -378,6 +379,18 @@ pub fn apply_policy_rules(rules: &mut Rules, policy: &policy::Policy) -> Result<
         .enumerate()
     {
         rules.overlap_allowed[h] |= allowed;
+    }
+    for (hop, &n) in &policy.inner_budgets {
+        let index = rules.hop_for_flag("policy [inner_budgets]", hop)?;
+        rules.inner_budgets[index as usize] = Some(n);
+    }
+    if let Some(infer) = policy.infer_layers {
+        rules.infer_layers = infer;
+    }
+    if let Some(statuses) = &policy.retryable.statuses {
+        rules.retryable_4xx.clone_from(statuses);
+        rules.retryable_4xx.sort_unstable();
+        rules.retryable_4xx.dedup();
     }
     if let Some(window) = policy.burst.window_ms {
         rules.burst.window_ms = window;

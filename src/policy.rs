@@ -19,6 +19,16 @@
 //! [deadlines]
 //! caller = 2000
 //!
+//! # Two retrying layers in one hop (docs/rules.md): the inner layer's budget, and
+//! # whether the timing alone may show the layers.
+//! infer_layers = true
+//! [inner_budgets]
+//! caller = 3
+//!
+//! # The 4xx statuses a retry can fix (default 408, 425, 429).
+//! [retryable]
+//! statuses = [408, 409, 425, 429]
+//!
 //! [hop_map]
 //! checkout = "caller"
 //! "api-gateway:server" = "-"
@@ -87,6 +97,23 @@ pub struct Policy {
     /// The input's hop name → our hop (`--hop-value`).
     #[serde(default)]
     pub hop_values: BTreeMap<String, String>,
+    /// Most sends the inner of two retrying layers in one hop may make per attempt of the
+    /// outer one, per hop (default: the hop's budget).
+    #[serde(default)]
+    pub inner_budgets: BTreeMap<String, u32>,
+    /// Whether a line's timing alone may show two retrying layers (default true).
+    pub infer_layers: Option<bool>,
+    #[serde(default)]
+    pub retryable: RetryablePolicy,
+}
+
+/// `[retryable]`: what a retry can fix.
+#[derive(Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RetryablePolicy {
+    /// The HTTP 4xx statuses a retry can fix, replacing the default list; a retry after
+    /// any other 4xx is `retried-non-retryable`.
+    pub statuses: Option<Vec<u16>>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq)]
@@ -120,6 +147,26 @@ impl Policy {
         {
             return Err(format!(
                 "budgets.{hop} = 0: a budget counts the original attempt too, so it is at least 1"
+            ));
+        }
+        if let Some((hop, n)) = self
+            .inner_budgets
+            .iter()
+            .find(|(_, &n)| !crate::rules::budget_is_valid(n))
+        {
+            return Err(format!(
+                "inner_budgets.{hop} = {n}: an inner budget counts the first send too, so it is at least 1"
+            ));
+        }
+        if let Some(s) = self
+            .retryable
+            .statuses
+            .iter()
+            .flatten()
+            .find(|&&s| !crate::rules::retryable_status_is_valid(s))
+        {
+            return Err(format!(
+                "retryable.statuses lists {s}: it lists HTTP 4xx statuses only (a 5xx is retryable as it stands), e.g. statuses = [408, 425, 429]"
             ));
         }
         if let Some((hop, ms)) = self
@@ -176,6 +223,7 @@ impl Policy {
             .keys()
             .map(|hop| ("budgets", hop))
             .chain(self.deadlines.keys().map(|hop| ("deadlines", hop)))
+            .chain(self.inner_budgets.keys().map(|hop| ("inner_budgets", hop)))
             .chain(self.allow_overlap.iter().map(|hop| ("allow_overlap", hop)))
             .chain(
                 self.queue_hops

@@ -19,6 +19,18 @@ pub const DEFAULT_BURST_WINDOW_MS: Millis = 50.0;
 /// Fewest distinct operations whose retries make a burst (`--burst-min-ops`).
 pub const DEFAULT_BURST_MIN_OPS: usize = 5;
 
+/// The HTTP 4xx statuses a repeat can fix, unless the policy's `[retryable]` says
+/// otherwise: 408 Request Timeout, 425 Too Early and 429 Too Many Requests answer the
+/// moment, not the request. Every other 4xx answers the request itself (a malformed body,
+/// a missing permission), which an unchanged repeat gets again.
+pub const DEFAULT_RETRYABLE_4XX: [u16; 3] = [408, 425, 429];
+
+/// A status that the `[retryable]` list may name: the client errors. A 5xx is retryable
+/// as it stands, and a success or redirect is no failure to retry.
+pub fn retryable_status_is_valid(status: u16) -> bool {
+    (400..500).contains(&status)
+}
+
 /// Fewest operations a burst may be set to need: one operation's retries are its own
 /// storm, not a synchronized one (and the window search needs at least one operation).
 pub const FEWEST_BURST_OPS: usize = 2;
@@ -123,6 +135,16 @@ pub struct Rules {
     /// The most time one line may take, from its first attempt's start, per hop index
     /// (`None`: no deadline).
     pub deadlines: Vec<Option<Millis>>,
+    /// Most sends one application attempt's inner layer may make, per hop index: the
+    /// budget of the inner of two retrying layers in one hop (`None`: the hop's budget,
+    /// unless the policy's `[inner_budgets]` names one; see [`Rules::inner_budget`]).
+    pub inner_budgets: Vec<Option<u32>>,
+    /// Whether a line's timing alone may show two retrying layers (`inferred-layers`;
+    /// policy `infer_layers`).
+    pub infer_layers: bool,
+    /// The 4xx statuses a repeat can fix (policy `[retryable] statuses`); a repeat after
+    /// any other 4xx is `retried-non-retryable`. Sorted.
+    pub retryable_4xx: Vec<u16>,
 }
 
 impl Rules {
@@ -139,7 +161,21 @@ impl Rules {
                 min_ops: DEFAULT_BURST_MIN_OPS,
             },
             deadlines: vec![None; n],
+            inner_budgets: vec![None; n],
+            infer_layers: true,
+            retryable_4xx: DEFAULT_RETRYABLE_4XX.to_vec(),
         }
+    }
+
+    /// The inner layer's budget at `hop`: its own, else the hop's.
+    pub fn inner_budget(&self, hop: u16) -> u32 {
+        self.inner_budgets[hop as usize].unwrap_or(self.budgets[hop as usize])
+    }
+
+    /// Whether a repeat can fix an attempt that ended in HTTP `status`: any status but a
+    /// 4xx outside the retryable list.
+    pub fn retry_can_fix(&self, status: u16) -> bool {
+        !retryable_status_is_valid(status) || self.retryable_4xx.binary_search(&status).is_ok()
     }
 
     /// Checks every value against what the flags and the policy file accept, naming the
@@ -153,6 +189,20 @@ impl Rules {
             .find(|(_, &n)| !budget_is_valid(n))
         {
             bail!("the attempt budget at {hop} is {n}; a budget counts the original attempt too, so it is at least 1 (--budget, policy [budgets])");
+        }
+        if let Some((hop, n)) = names
+            .iter()
+            .zip(&self.inner_budgets)
+            .find_map(|(hop, n)| n.filter(|&n| !budget_is_valid(n)).map(|n| (hop, n)))
+        {
+            bail!("the inner budget at {hop} is {n}; it counts the first send too, so it is at least 1 (policy [inner_budgets])");
+        }
+        if let Some(s) = self
+            .retryable_4xx
+            .iter()
+            .find(|&&s| !retryable_status_is_valid(s))
+        {
+            bail!("the retryable statuses list {s}; it lists HTTP 4xx statuses only (policy [retryable] statuses)");
         }
         if let Some((hop, ms)) = names
             .iter()

@@ -1,5 +1,6 @@
-//! End-to-end tests on traces that the real OpenTelemetry Python SDK and instrumentation
-//! wrote (fixtures/otlp/real, made by its make.sh; see its README). Each scenario's
+//! End-to-end tests on traces that the real OpenTelemetry Python and JS SDKs and
+//! instrumentation wrote (fixtures/otlp/real and fixtures/otlp/node, made by their make.sh;
+//! see their READMEs). Each scenario's
 //! services counted their own requests per operation; what `analyze` reports must agree
 //! with those counts, and the class must be the one the counts imply.
 
@@ -100,6 +101,8 @@ fn every_driven_request_is_one_operation_named_by_the_captured_header() {
         "timeout-overlap",
         "fan-out",
         "wave",
+        "two-layer",
+        "one-layer",
     ] {
         let counts = Counts::load(scenario);
         let ops = rows(scenario, &[]);
@@ -163,13 +166,152 @@ fn urllib3_resends_inside_one_requests_span_are_the_callers_not_the_gateways() {
             "{op}: nothing happened at the gateway: {:?}",
             row.findings
         );
-        let class = if edge_in > BUDGET {
-            "over-budget"
-        } else {
-            "healthy"
-        };
-        assert_eq!(row.class, class, "{op}");
+        // web's application attempts repeat and urllib3 sent one of them more than once:
+        // two retrying layers in one hop, each counted against its own budget.
+        assert!(web > 1, "{op}");
+        assert_eq!(row.class, "nested-retry", "{op}");
+        assert!(!row.has_finding("over-budget@caller"), "{op}");
         assert_eq!(row.first_multiplying_hop.as_deref(), Some("caller"), "{op}");
+    }
+}
+
+#[test]
+fn tenacity_around_urllib3_retry_is_two_layers_in_one_hop_each_within_its_budget() {
+    let counts = Counts::load("two-layer");
+    for (op, row) in rows("two-layer", &[]) {
+        let (web, edge_in, edge_out, stock) = counts.every_send(&op);
+        assert_eq!(funnel(&row), (edge_in, edge_out, stock), "{op}");
+        // 3 application attempts, 3 sends each: nine sends, neither layer over its budget.
+        assert_eq!((web, edge_in), (BUDGET, BUDGET * BUDGET), "{op}");
+        assert_eq!(row.class, "nested-retry", "{op}");
+        // The outer layer's retries and the inner layer's sends, both at the caller.
+        for f in ["retries@caller", "hidden-resends@caller"] {
+            assert!(row.has_finding(f), "{op}: no {f} in {:?}", row.findings);
+        }
+        assert!(
+            !row.findings.iter().any(|f| f.starts_with("over-budget")),
+            "{op}: {:?}",
+            row.findings
+        );
+    }
+}
+
+#[test]
+fn urllib3_resends_inside_one_application_attempt_are_one_layer() {
+    let counts = Counts::load("one-layer");
+    for (op, row) in rows("one-layer", &[]) {
+        let (web, edge_in, edge_out, stock) = counts.every_send(&op);
+        assert_eq!(funnel(&row), (edge_in, edge_out, stock), "{op}");
+        assert!(web == 1 && edge_in > 1 && edge_in <= BUDGET, "{op}");
+        assert_eq!(row.class, "healthy", "{op}");
+        assert!(row.has_finding("hidden-resends@caller"), "{op}");
+    }
+}
+
+#[test]
+fn p_retry_around_axios_retry_in_node_is_two_layers_read_from_the_timing() {
+    let text = std::fs::read_to_string(fixture("otlp/node/p-retry-axios.counts.json"))
+        .expect("counts file");
+    let counts = Counts {
+        json: serde_json::from_str(&text).expect("counts file is JSON"),
+    };
+    let flags = [
+        "--operation-attribute",
+        OPERATION_HEADER,
+        "--hop-map",
+        "web=caller",
+        "--hop-map",
+        "stock=dependency",
+    ];
+    let spans = "fixtures/otlp/node/p-retry-axios.otlp.jsonl";
+    let ops = by_id(analyze_rows(&[spans], &flags));
+    let mut want = counts.operations();
+    want.sort();
+    assert_eq!(
+        ops.keys().collect::<Vec<_>>(),
+        want.iter().collect::<Vec<_>>()
+    );
+    for (op, row) in &ops {
+        let (attempts, resends) = (
+            counts.get("web.attempts", op),
+            counts.get("web.resends", op),
+        );
+        // Every send is a client span of web's: the stock's receipts, one attempt each.
+        assert_eq!(row.attempts_at("caller"), attempts + resends, "{op}");
+        assert_eq!(attempts + resends, counts.get("stock.received", op), "{op}");
+        assert_eq!(row.class, "nested-retry", "{op}");
+        assert!(
+            row.has_finding("inferred-layers@caller"),
+            "{op}: {:?}",
+            row.findings
+        );
+        assert!(!row.has_finding("over-budget@caller"), "{op}");
+    }
+}
+
+#[test]
+fn botocore_retries_seen_by_the_endpoint_grouped_by_the_invocation_id() {
+    let text =
+        std::fs::read_to_string(fixture("otlp/real/aws-sdk.counts.json")).expect("counts file");
+    let counts: serde_json::Value = serde_json::from_str(&text).expect("counts file is JSON");
+    let flags = [
+        "--operation-attribute",
+        "http.request.header.amz-sdk-invocation-id",
+        "--hop-map",
+        "orders=-",
+        "--hop-map",
+        "aws-endpoint=dependency",
+    ];
+    let ops = by_id(analyze_rows(&[format!("{DIR}/aws-sdk.otlp.jsonl")], &flags));
+    let received = counts["endpoint.received"].as_object().expect("counts");
+    assert_eq!(
+        ops.keys().collect::<Vec<_>>(),
+        received.keys().collect::<Vec<_>>()
+    );
+    for (op, row) in &ops {
+        let n = received[op].as_u64().expect("a count");
+        assert_eq!(row.attempts_at("dependency"), n, "{op}");
+        let retried = n > 1;
+        assert_eq!(row.has_finding("retries@dependency"), retried, "{op}");
+        if !retried {
+            assert_eq!(row.class, "healthy", "{op}");
+        }
+    }
+}
+
+#[test]
+fn a_requeuing_pika_consumer_redelivers_as_its_own_log_says() {
+    let text = std::fs::read_to_string(fixture("otlp/real/pika-requeue.counts.json"))
+        .expect("counts file");
+    let counts: serde_json::Value = serde_json::from_str(&text).expect("counts file is JSON");
+    let flags = [
+        "--operation-attribute",
+        "messaging.message.id",
+        "--hop-map",
+        "checkout=caller",
+        "--hop-map",
+        "billing-consumer:consumer=consumer",
+    ];
+    let ops = by_id(analyze_rows(
+        &[format!("{DIR}/pika-requeue.otlp.jsonl")],
+        &flags,
+    ));
+    let deliveries = counts["deliveries"].as_object().expect("counts");
+    assert_eq!(
+        ops.keys().collect::<Vec<_>>(),
+        deliveries.keys().collect::<Vec<_>>()
+    );
+    for (op, row) in &ops {
+        let n = deliveries[op].as_u64().expect("a count");
+        assert!(
+            n > 1,
+            "{op}: the consumer requeued every message at least once"
+        );
+        // One publish (pika writes two nested producer spans for it), n deliveries.
+        assert_eq!(row.attempts_at("caller"), 1, "{op}");
+        assert_eq!(row.attempts_at("consumer"), n, "{op}");
+        assert_eq!(row.class, "redelivery", "{op}");
+        assert!(row.has_finding("redelivery@consumer"), "{op}");
     }
 }
 

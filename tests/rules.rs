@@ -1,7 +1,8 @@
 //! End-to-end tests of three rules, run through the binary on committed fixtures: the
 //! synchronized-burst rule on a retry wave that arrives in two sub-clusters and on a big
-//! jittered wave, point events paired in order when they carry no attempt number, and
-//! per-hop deadlines (see #12).
+//! jittered wave, point events paired in order when they carry no attempt number,
+//! per-hop deadlines (see #12), and rule v3: resends that are not retries, retry hygiene
+//! II and the policy's settings for two layers in one hop (see #48).
 
 mod common;
 
@@ -280,4 +281,146 @@ fn a_bad_deadline_is_a_usage_error_naming_the_flag_or_key() {
         "{}",
         out.stderr
     );
+}
+
+/// Rows of a rule v3 fixture, with extra flags.
+fn v3_rows(name: &str, extra: &[&str]) -> std::collections::BTreeMap<String, OperationRow> {
+    by_id(analyze_rows(&[fixture(&format!("rules-v3/{name}"))], extra))
+}
+
+#[test]
+fn redirects_and_authentication_challenges_are_resends_not_retries() {
+    let rows = v3_rows("resends.jsonl", &[]);
+    assert_eq!(rows.len(), 6);
+    // A redirect to a new target, a 401 and a 407 followed up: two sends, no retry, no
+    // fan-out, nothing multiplied.
+    for id in ["redirect", "challenge", "proxy"] {
+        let row = &rows[id];
+        assert_eq!(row.attempts_at("caller"), 2, "{id}");
+        assert_eq!(row.class, "healthy", "{id}");
+        assert_eq!(row.first_multiplying_hop, None, "{id}");
+        assert_eq!(row.findings, vec!["resends@caller"], "{id}");
+    }
+    // Two retries and a challenge: three tries within the budget of 3, and one resend.
+    let row = &rows["retried-then-challenged"];
+    assert_eq!(row.attempts_at("caller"), 4);
+    assert_eq!(row.class, "healthy", "{row:?}");
+    assert_eq!(row.findings, vec!["retries@caller", "resends@caller"]);
+    // The same four sends, all failures retried: over the budget.
+    let row = &rows["four-failures"];
+    assert_eq!(row.class, "over-budget", "{row:?}");
+    assert!(!row.has_finding("resends@caller"));
+    // 304 Not Modified is an answer, not a redirect: the send after it is a retry.
+    let row = &rows["not-modified"];
+    assert_eq!(row.findings, vec!["retries@caller"]);
+}
+
+#[test]
+fn a_retry_after_an_answer_a_retry_cannot_change_is_retried_non_retryable() {
+    let rows = v3_rows("hygiene.jsonl", &[]);
+    fn non_retryable(rows: &std::collections::BTreeMap<String, OperationRow>) -> Vec<&str> {
+        rows.iter()
+            .filter(|(_, r)| r.has_finding("retried-non-retryable@caller"))
+            .map(|(id, _)| id.as_str())
+            .collect()
+    }
+    // 400 and 409 by default; 429 and 503 can be fixed by waiting.
+    assert_eq!(non_retryable(&rows), vec!["bad-request", "conflict"]);
+    // Hygiene never changes the class.
+    assert!(rows.values().all(|r| r.class == "healthy"), "{rows:?}");
+    // A policy that calls 409 retryable.
+    let rows = v3_rows(
+        "hygiene.jsonl",
+        &["--policy", "fixtures/rules-v3/retryable-409.toml"],
+    );
+    assert_eq!(non_retryable(&rows), vec!["bad-request"]);
+}
+
+#[test]
+fn attempts_of_one_line_with_different_message_ids_changed_their_key() {
+    let rows = v3_rows("hygiene.jsonl", &[]);
+    let changed: Vec<&str> = rows
+        .iter()
+        .filter(|(_, r)| r.has_finding("idempotency-key-changed@caller"))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    assert_eq!(changed, vec!["key-changed"]);
+}
+
+#[test]
+fn rule_v3_findings_gate_like_every_finding() {
+    let file = fixture("rules-v3/hygiene.jsonl");
+    let file = file.to_str().expect("UTF-8 path");
+    let run = analyze(&["--fail-on", "retried-non-retryable@caller > 1", file]);
+    run.expect_code(1);
+    let run = analyze(&["--fail-on", "retried-non-retryable@caller > 2", file]);
+    run.expect_code(0);
+    let file = fixture("rules-v3/resends.jsonl");
+    let file = file.to_str().expect("UTF-8 path");
+    analyze(&["--fail-on", "resends > 3", file]).expect_code(1);
+    analyze(&["--fail-on", "resends > 4", file]).expect_code(0);
+}
+
+#[test]
+fn the_policy_turns_layers_from_timing_off_and_sets_the_inner_budget() {
+    let header = "http.request.header.x-operation-id";
+    // Without timing, p-retry × axios-retry reads as one layer of nine sends.
+    let rows = by_id(analyze_rows(
+        &[fixture("otlp/node/p-retry-axios.otlp.jsonl")],
+        &[
+            "--policy",
+            "fixtures/rules-v3/no-inferred-layers.toml",
+            "--operation-attribute",
+            header,
+            "--hop-map",
+            "web=caller",
+        ],
+    ));
+    assert_eq!(rows.len(), 3);
+    for (id, row) in &rows {
+        assert_eq!(row.class, "over-budget", "{id}");
+        assert!(!row.has_finding("inferred-layers@caller"), "{id}");
+    }
+    // Three sends per application attempt, over an inner budget of 2: still two layers,
+    // one of them over its budget.
+    let rows = by_id(analyze_rows(
+        &[fixture("otlp/real/two-layer.otlp.jsonl")],
+        &[
+            "--policy",
+            "fixtures/rules-v3/inner-budget-2.toml",
+            "--operation-attribute",
+            header,
+        ],
+    ));
+    assert_eq!(rows.len(), 3);
+    for (id, row) in &rows {
+        assert_eq!(row.class, "nested-retry", "{id}");
+        assert!(row.has_finding("over-budget@caller"), "{id}");
+    }
+}
+
+#[test]
+fn a_bad_rule_v3_policy_setting_names_the_key() {
+    let dir = TempDir::new("rules-v3");
+    for (text, key) in [
+        ("[inner_budgets]\ncaller = 0\n", "inner_budgets.caller = 0"),
+        (
+            "[inner_budgets]\nedge = 2\n",
+            "inner_budgets names unknown hop \"edge\"",
+        ),
+        (
+            "[retryable]\nstatuses = [503]\n",
+            "retryable.statuses lists 503",
+        ),
+        ("infer_layers = \"no\"\n", "infer_layers"),
+    ] {
+        let policy = dir.file("policy.toml", text.as_bytes());
+        let run = analyze(&[
+            "--policy",
+            policy.to_str().expect("UTF-8 path"),
+            "fixtures/rules-v3/hygiene.jsonl",
+        ]);
+        run.expect_code(2);
+        assert!(run.stderr.contains(key), "{text}: {}", run.stderr);
+    }
 }

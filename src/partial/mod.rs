@@ -261,6 +261,9 @@ impl RulesFingerprint {
                 min_ops: self.burst_min_ops,
             },
             deadlines: self.deadlines_ms.clone(),
+            // Rule v3's settings shape each row before its partial is written; the merge
+            // needs none of them (see the rules module).
+            ..Rules::new(HopOrder::new(self.hops.clone())?)
         };
         rules.check()?;
         Ok(rules)

@@ -100,7 +100,11 @@ pub fn attempt_fields(span: &Span, outbound: bool) -> Result<AttemptFields, Stri
     }
     Ok(AttemptFields {
         attempt,
-        outcome: outcome(span),
+        outcome: if outbound {
+            outbound_outcome(span)
+        } else {
+            outcome(span)
+        },
         target: target(span),
         message_id: span.first_text(&MESSAGE_ID_KEYS),
         delivery,
@@ -148,6 +152,26 @@ pub fn outcome(span: &Span) -> Option<Outcome> {
         SpanStatus::Error => Some(Outcome::Error),
         SpanStatus::Ok => Some(Outcome::Ok),
         SpanStatus::Unset => None,
+    }
+}
+
+/// The outcome of a client or producer span: as [`outcome`], except that an HTTP request
+/// (it has a method) that got no response status got no response, so it is no success
+/// however its span ended: a fetch aborted by its timeout ends its span with no status
+/// and no `error.type`, and some instrumentations set OK on every span they end. Its
+/// failure is the one the span names, else an error.
+fn outbound_outcome(span: &Span) -> Option<Outcome> {
+    let found = outcome(span);
+    let http_request = span.first_text(&METHOD_KEYS).is_some();
+    let answered = HTTP_STATUS_KEYS
+        .iter()
+        .any(|k| span.attr(k).and_then(AttrValue::int).is_some());
+    if !http_request || answered {
+        return found;
+    }
+    match found {
+        None | Some(Outcome::Ok) => Some(Outcome::Error),
+        failure => failure,
     }
 }
 
@@ -275,8 +299,10 @@ mod tests {
                     ("url.path", s("/a")),
                 ],
                 true,
+                // No response status: no response, an error.
                 AttemptFields {
                     attempt: Some(1),
+                    outcome: Some(Outcome::Error),
                     target: Some("GET inv/a".into()),
                     ..Default::default()
                 },
@@ -399,6 +425,39 @@ mod tests {
         sp.attributes
             .push(("http.response.status_code".into(), AttrValue::Int(200)));
         assert_eq!(outcome(&sp), Some(Outcome::Http(200)));
+    }
+
+    #[test]
+    fn an_http_request_without_a_response_status_is_no_success() {
+        let method = ("http.request.method", s("GET"));
+        // Aborted: no status, no error.type, the span status unset or even OK.
+        for status in [SpanStatus::Unset, SpanStatus::Ok, SpanStatus::Error] {
+            let mut sp = span(SpanKind::Client, "svc", std::slice::from_ref(&method));
+            sp.status = status;
+            let got = attempt_fields(&sp, true).unwrap().outcome;
+            assert_eq!(got, Some(Outcome::Error), "{status:?}");
+            // The receiving side's view is its own.
+            assert_eq!(attempt_fields(&sp, false).unwrap().outcome, outcome(&sp));
+        }
+        // A failure the span names is kept.
+        let mut sp = span(SpanKind::Client, "svc", std::slice::from_ref(&method));
+        sp.exceptions = vec!["TimeoutError".into()];
+        assert_eq!(
+            attempt_fields(&sp, true).unwrap().outcome,
+            Some(Outcome::Timeout)
+        );
+        // An answered request, and a span that is no HTTP request, are as they were.
+        let sp = span(
+            SpanKind::Client,
+            "svc",
+            &[method, ("http.response.status_code", AttrValue::Int(200))],
+        );
+        assert_eq!(
+            attempt_fields(&sp, true).unwrap().outcome,
+            Some(Outcome::Http(200))
+        );
+        let sp = span(SpanKind::Producer, "svc", &[]);
+        assert_eq!(attempt_fields(&sp, true).unwrap().outcome, None);
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! receiving side: several server spans of the next service under that one client span.
 //!
 //! Those sends are the client side's attempts, made by a layer inside it: each server
-//! span becomes an attempt at the client's hop, marked `hidden`, and the client span that
-//! wraps them is not one. Read the other way, as the next service's client spans under one
+//! span becomes an attempt at the client's hop, marked `hidden` and numbered 1, 2, … in
+//! its client span, and the client span that wraps them is not one. Read the other way, as the next service's client spans under one
 //! caller attempt, the sends would look like retries of the next hop, which never retried.
 
 use std::collections::BTreeMap;
@@ -36,23 +36,31 @@ pub(super) fn mark_hidden_sends(spans: &mut [MappedSpan], find: &dyn Fn(Cause) -
             sends.entry(p).or_default().push(i);
         }
     }
-    for (client, below) in sends {
+    for (client, mut below) in sends {
         if below.len() < 2 {
             continue;
         }
+        below.sort_by(|&a, &b| {
+            spans[a]
+                .start_ms
+                .total_cmp(&spans[b].start_ms)
+                .then(a.cmp(&b))
+        });
         let Role::Attempt(hop) = spans[client].role else {
             continue;
         };
         // The sends address what the client span addressed: one line of the client's.
         let target = spans[client].fields.target.clone();
         spans[client].role = Role::NotAttempt(Skip::HiddenSends);
-        for i in below {
+        for (n, i) in below.into_iter().enumerate() {
             let send = &mut spans[i];
             send.role = Role::Attempt(hop);
             send.hidden = true;
             send.fields.target.clone_from(&target);
-            // A server span's own number (none, in the conventions) is not the client's.
-            send.fields.attempt = None;
+            // Numbered as the layer that made them would: 1, 2, … under each client span,
+            // so that the sends of the next client span start again from 1 and show the
+            // application's attempts around them (two layers: docs/rules.md).
+            send.fields.attempt = Some(n as u32 + 1);
         }
     }
 }
