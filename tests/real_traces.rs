@@ -290,8 +290,10 @@ fn a_requeuing_pika_consumer_redelivers_as_its_own_log_says() {
         "--hop-map",
         "checkout=caller",
         "--hop-map",
-        "billing-consumer:consumer=consumer",
+        "billing-consumer=consumer",
     ];
+    // The natural mapping: pika's consumer spans are `receive` spans with the callback's
+    // work below them, a push consumer's deliveries, not polls.
     let ops = by_id(analyze_rows(
         &[format!("{DIR}/pika-requeue.otlp.jsonl")],
         &flags,
