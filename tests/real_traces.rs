@@ -277,6 +277,26 @@ fn botocore_retries_seen_by_the_endpoint_grouped_by_the_invocation_id() {
             assert_eq!(row.class, "healthy", "{op}");
         }
     }
+    // botocore's `amz-sdk-request: attempt=N; max=M` header numbers each attempt.
+    let mut args = vec!["convert"];
+    args.extend(flags);
+    let spans = format!("{DIR}/aws-sdk.otlp.jsonl");
+    args.push(&spans);
+    let run = run(&args);
+    run.expect_code(0);
+    let mut numbers: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in run.stdout_text().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a native record");
+        numbers
+            .entry(v["operation_id"].as_str().expect("operation").to_string())
+            .or_default()
+            .push(v["attempt"].as_u64().expect("an attempt number"));
+    }
+    for (op, mut got) in numbers {
+        got.sort_unstable();
+        let n = received[&op].as_u64().expect("a count");
+        assert_eq!(got, (1..=n).collect::<Vec<_>>(), "{op}");
+    }
 }
 
 #[test]
