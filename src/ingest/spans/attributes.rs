@@ -74,10 +74,13 @@ pub const RPC_STATUS_KEYS: [&str; 3] = [
 ];
 /// The stable identity of a message.
 pub const MESSAGE_ID_KEYS: [&str; 2] = ["messaging.message.id", "messaging.message_id"];
-/// The delivery number a queue reports (Pub/Sub reports 0 without a dead-letter policy).
-pub const DELIVERY_KEYS: [&str; 2] = [
+/// The delivery number a queue reports, from 1 (Pub/Sub reports 0 without a dead-letter
+/// policy). Azure Service Bus's count is the delivery number too, under its older and its
+/// current name.
+pub const DELIVERY_KEYS: [&str; 3] = [
     "messaging.gcp_pubsub.message.delivery_attempt",
     "messaging.servicebus.message.delivery_count",
+    "azure.servicebus.message.delivery_count",
 ];
 /// The HTTP method, stable then legacy.
 pub const METHOD_KEYS: [&str; 2] = ["http.request.method", "http.method"];
@@ -458,6 +461,20 @@ mod tests {
                 AttemptFields {
                     message_id: Some("m-2".into()),
                     delivery: Some(2),
+                    target: Some("op".into()),
+                    ..Default::default()
+                },
+            ),
+            // Service Bus's renamed count.
+            (
+                vec![
+                    ("messaging.message.id", s("m-3")),
+                    ("azure.servicebus.message.delivery_count", Int(1)),
+                ],
+                false,
+                AttemptFields {
+                    message_id: Some("m-3".into()),
+                    delivery: Some(1),
                     target: Some("op".into()),
                     ..Default::default()
                 },
