@@ -479,7 +479,7 @@ fn a_fixed_delay_failure_wave_is_one_synchronized_burst() {
 
 #[test]
 fn convert_keeps_the_hidden_sends_so_analyze_gives_the_same_rows() {
-    for scenario in ["sdk-resends", "timeout-overlap", "nested"] {
+    for scenario in ["sdk-resends", "two-layer", "timeout-overlap", "nested"] {
         let converted = TempFile::reserve("real.jsonl");
         let out = converted
             .path()
