@@ -116,7 +116,7 @@ pub enum Side {
     Receive(u16),
 }
 
-/// [`role`], with a `receive` span's hop kept.
+/// The role of a span, as `role` gives it, but with a `receive` span's hop kept.
 pub fn side(
     span: &Span,
     kind: SpanKind,
