@@ -58,9 +58,9 @@ const ISTIO: &str = "fixtures/presets/istio.jsonl";
 fn an_envoy_access_log_is_the_gateways_attempts_per_request() {
     let (got, stderr) = rows(&["--preset", "envoy", ENVOY]);
     assert!(stderr.is_empty(), "{stderr}");
-    // Without the caller's log, ck-2's two requests (3 gateway attempts each, numbered
-    // 1..3 by Envoy each time) are two retrying layers at the gateway (rule v3): the
-    // requests repeat and Envoy resent inside each, 2 × 3, each layer within a budget of 3.
+    // Without the caller's log, ck-2's two requests (3 gateway attempts each) are one line
+    // of 6 at the gateway whose attempt numbers start again (1 2 3 1 2 3): two retrying
+    // layers, the client's 2 requests around Envoy's 3 tries, each within its budget of 3.
     expect(
         &got,
         &[

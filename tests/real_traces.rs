@@ -277,6 +277,26 @@ fn botocore_retries_seen_by_the_endpoint_grouped_by_the_invocation_id() {
             assert_eq!(row.class, "healthy", "{op}");
         }
     }
+    // botocore's `amz-sdk-request: attempt=N; max=M` header numbers each attempt.
+    let mut args = vec!["convert"];
+    args.extend(flags);
+    let spans = format!("{DIR}/aws-sdk.otlp.jsonl");
+    args.push(&spans);
+    let run = run(&args);
+    run.expect_code(0);
+    let mut numbers: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for line in run.stdout_text().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a native record");
+        numbers
+            .entry(v["operation_id"].as_str().expect("operation").to_string())
+            .or_default()
+            .push(v["attempt"].as_u64().expect("an attempt number"));
+    }
+    for (op, mut got) in numbers {
+        got.sort_unstable();
+        let n = received[&op].as_u64().expect("a count");
+        assert_eq!(got, (1..=n).collect::<Vec<_>>(), "{op}");
+    }
 }
 
 #[test]
@@ -290,8 +310,10 @@ fn a_requeuing_pika_consumer_redelivers_as_its_own_log_says() {
         "--hop-map",
         "checkout=caller",
         "--hop-map",
-        "billing-consumer:consumer=consumer",
+        "billing-consumer=consumer",
     ];
+    // The natural mapping: pika's consumer spans are `receive` spans with the callback's
+    // work below them, a push consumer's deliveries, not polls.
     let ops = by_id(analyze_rows(
         &[format!("{DIR}/pika-requeue.otlp.jsonl")],
         &flags,
@@ -457,7 +479,7 @@ fn a_fixed_delay_failure_wave_is_one_synchronized_burst() {
 
 #[test]
 fn convert_keeps_the_hidden_sends_so_analyze_gives_the_same_rows() {
-    for scenario in ["sdk-resends", "timeout-overlap", "nested"] {
+    for scenario in ["sdk-resends", "two-layer", "timeout-overlap", "nested"] {
         let converted = TempFile::reserve("real.jsonl");
         let out = converted
             .path()

@@ -207,6 +207,19 @@ pub fn millis(ms: f64) -> String {
     }
 }
 
+/// A latency percentile at the precision the sketch keeps
+/// ([`crate::stats::LATENCY_SIGNIFICANT_DIGITS`] significant digits): the sketch reports a
+/// bucket's highest value, up to 0.1 % above the true one, so attempts of 1400 ms read
+/// 1400, not 1401. The JSON keeps the sketch's value as it is.
+pub fn latency_millis(ms: f64) -> String {
+    if ms <= 0.0 || !ms.is_finite() {
+        return millis(ms);
+    }
+    let digits = i32::from(crate::stats::LATENCY_SIGNIFICANT_DIGITS);
+    let scale = 10f64.powi(digits - 1 - ms.log10().floor() as i32);
+    millis((ms * scale).round() / scale)
+}
+
 pub(super) fn opt(v: Option<f64>, f: fn(f64) -> String) -> String {
     v.map_or_else(|| "–".to_string(), f)
 }
@@ -304,9 +317,9 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
                         count(h.retries),
                         count(h.redeliveries),
                         opt(h.retry_success_rate, percent),
-                        opt(h.latency_ms.p50, millis),
-                        opt(h.latency_ms.p95, millis),
-                        opt(h.latency_ms.p99, millis),
+                        opt(h.latency_ms.p50, latency_millis),
+                        opt(h.latency_ms.p95, latency_millis),
+                        opt(h.latency_ms.p99, latency_millis),
                         count(h.first_multiplying),
                     ]
                 })
@@ -517,5 +530,21 @@ mod tests {
         assert_eq!(percent(0.0126), "1.3%");
         assert_eq!(millis(550.0), "550");
         assert_eq!(millis(12.25), "12.2");
+    }
+
+    #[test]
+    fn latency_percentiles_print_at_the_sketchs_three_significant_digits() {
+        for (ms, text) in [
+            (1401.0, "1400"),
+            (1400.0, "1400"),
+            (12.01, "12"),
+            (12.34, "12.3"),
+            (0.1001, "0.1"),
+            (999.6, "1000"),
+            (250.2, "250"),
+            (0.0, "0"),
+        ] {
+            assert_eq!(latency_millis(ms), text, "{ms}");
+        }
     }
 }

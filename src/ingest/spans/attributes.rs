@@ -13,6 +13,57 @@ pub const RESEND_COUNT_KEYS: [&str; 4] = [
     "http.retry_count",
     "previous-rpc-attempts",
 ];
+/// Attempt numbers that real stacks send as request headers, read where a span captured
+/// them (`http.request.header.*`), as (key, what its value says). Envoy's router numbers
+/// its tries from 1; the AWS SDKs send `attempt=N; max=M` on every attempt; gRPC counts
+/// the attempts before this one.
+pub const ATTEMPT_HEADER_KEYS: [(&str, AttemptHeader); 3] = [
+    (
+        "http.request.header.x-envoy-attempt-count",
+        AttemptHeader::Number,
+    ),
+    ("http.request.header.amz-sdk-request", AttemptHeader::AwsSdk),
+    (
+        "http.request.header.grpc-previous-rpc-attempts",
+        AttemptHeader::Previous,
+    ),
+];
+
+/// How an attempt header's value gives the attempt number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptHeader {
+    /// The number itself, from 1.
+    Number,
+    /// The count of attempts before this one.
+    Previous,
+    /// `attempt=N` among `;`-separated `key=value` pairs (`ttl=…; attempt=2; max=4`).
+    AwsSdk,
+}
+
+impl AttemptHeader {
+    /// The attempt number `value` gives, `None` when it is not one.
+    fn number(self, value: &str) -> Option<u32> {
+        let n = |t: &str| t.trim().parse::<u32>().ok();
+        match self {
+            AttemptHeader::Number => n(value).filter(|&a| a >= 1),
+            AttemptHeader::Previous => n(value).and_then(|p| p.checked_add(1)),
+            AttemptHeader::AwsSdk => value
+                .split(';')
+                .find_map(|pair| pair.trim().strip_prefix("attempt="))
+                .and_then(n)
+                .filter(|&a| a >= 1),
+        }
+    }
+
+    fn expected(self) -> &'static str {
+        match self {
+            AttemptHeader::Number => "a whole number of at least 1",
+            AttemptHeader::Previous => "a whole number of at least 0",
+            AttemptHeader::AwsSdk => "'attempt=N; max=M' with N at least 1",
+        }
+    }
+}
+
 /// HTTP response status, stable then legacy name.
 pub const HTTP_STATUS_KEYS: [&str; 2] = ["http.response.status_code", "http.status_code"];
 /// gRPC/RPC status: the numeric gRPC code, then the string forms of newer conventions.
@@ -23,10 +74,13 @@ pub const RPC_STATUS_KEYS: [&str; 3] = [
 ];
 /// The stable identity of a message.
 pub const MESSAGE_ID_KEYS: [&str; 2] = ["messaging.message.id", "messaging.message_id"];
-/// The delivery number a queue reports (Pub/Sub reports 0 without a dead-letter policy).
-pub const DELIVERY_KEYS: [&str; 2] = [
+/// The delivery number a queue reports, from 1 (Pub/Sub reports 0 without a dead-letter
+/// policy). Azure Service Bus's count is the delivery number too, under its older and its
+/// current name.
+pub const DELIVERY_KEYS: [&str; 3] = [
     "messaging.gcp_pubsub.message.delivery_attempt",
     "messaging.servicebus.message.delivery_count",
+    "azure.servicebus.message.delivery_count",
 ];
 /// The HTTP method, stable then legacy.
 pub const METHOD_KEYS: [&str; 2] = ["http.request.method", "http.method"];
@@ -69,6 +123,25 @@ pub fn attempt_fields(span: &Span, outbound: bool) -> Result<AttemptFields, Stri
                 _ => {
                     return Err(format!(
                         "{key} must be a whole number of at least 0, got {}",
+                        describe(v)
+                    ))
+                }
+            }
+        }
+    }
+    if attempt.is_none() {
+        for (key, header) in ATTEMPT_HEADER_KEYS {
+            let Some(v) = span.attr(key) else { continue };
+            let text = v.text().unwrap_or_default();
+            match header.number(&text) {
+                Some(n) => {
+                    attempt = Some(n);
+                    break;
+                }
+                None => {
+                    return Err(format!(
+                        "{key} must be {}, got {}",
+                        header.expected(),
                         describe(v)
                     ))
                 }
@@ -392,6 +465,20 @@ mod tests {
                     ..Default::default()
                 },
             ),
+            // Service Bus's renamed count.
+            (
+                vec![
+                    ("messaging.message.id", s("m-3")),
+                    ("azure.servicebus.message.delivery_count", Int(1)),
+                ],
+                false,
+                AttemptFields {
+                    message_id: Some("m-3".into()),
+                    delivery: Some(1),
+                    target: Some("op".into()),
+                    ..Default::default()
+                },
+            ),
             // error.type names the failure; a Retry-After header becomes milliseconds.
             (
                 vec![
@@ -458,6 +545,48 @@ mod tests {
         );
         let sp = span(SpanKind::Producer, "svc", &[]);
         assert_eq!(attempt_fields(&sp, true).unwrap().outcome, None);
+    }
+
+    #[test]
+    fn attempt_headers_that_real_stacks_send_number_the_attempt() {
+        let header = |v: &str| AttrValue::Array(vec![s(v)]);
+        for (key, value, expected) in [
+            ("http.request.header.x-envoy-attempt-count", "2", 2),
+            (
+                "http.request.header.amz_sdk_request",
+                "ttl=20261207T065322Z; attempt=3; max=4",
+                3,
+            ),
+            ("http.request.header.amz-sdk-request", "attempt=1; max=4", 1),
+            ("http.request.header.grpc-previous-rpc-attempts", "0", 1),
+        ] {
+            let sp = span(SpanKind::Server, "svc", &[(key, header(value))]);
+            assert_eq!(
+                attempt_fields(&sp, false).unwrap().attempt,
+                Some(expected),
+                "{key} {value}"
+            );
+        }
+        // A resend count the span's own layer wrote comes first.
+        let sp = span(
+            SpanKind::Client,
+            "svc",
+            &[
+                ("http.request.resend_count", AttrValue::Int(1)),
+                ("http.request.header.x-envoy-attempt-count", header("5")),
+            ],
+        );
+        assert_eq!(attempt_fields(&sp, true).unwrap().attempt, Some(2));
+        // A value that is no number is an error naming the header.
+        for (key, value) in [
+            ("http.request.header.x-envoy-attempt-count", "0"),
+            ("http.request.header.amz-sdk-request", "max=4"),
+            ("http.request.header.grpc-previous-rpc-attempts", "two"),
+        ] {
+            let sp = span(SpanKind::Server, "svc", &[(key, header(value))]);
+            let err = attempt_fields(&sp, false).unwrap_err();
+            assert!(err.contains(key), "{err}");
+        }
     }
 
     #[test]

@@ -92,13 +92,37 @@ fn contains_word(text: &str, word: &str) -> bool {
 }
 
 /// Decides the role of a span from its service and kind. `Err` is the message of a span
-/// that has no hop (reported as a bad line).
+/// that has no hop (reported as a bad line). The resolver reads [`side`], which keeps a
+/// `receive` span's hop; this is its answer before the spans below are known.
+#[cfg(test)]
 pub fn role(
     span: &Span,
     kind: SpanKind,
     mapping: &SpanMapping,
     hops: &HopOrder,
 ) -> Result<Role, String> {
+    Ok(match side(span, kind, mapping, hops)? {
+        Side::Role(r) => r,
+        Side::Receive(_) => Role::NotAttempt(Skip::Receive),
+    })
+}
+
+/// A span's role, or: a messaging `receive` span that would be an attempt at this hop.
+/// Such a span is a poll, unless the spans below it show a push consumer's delivery (the
+/// resolver decides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Role(Role),
+    Receive(u16),
+}
+
+/// The role of a span, as `role` gives it, but with a `receive` span's hop kept.
+pub fn side(
+    span: &Span,
+    kind: SpanKind,
+    mapping: &SpanMapping,
+    hops: &HopOrder,
+) -> Result<Side, String> {
     let service = span.service.as_deref().unwrap_or("");
     let rule = |k: Option<SpanKind>| {
         mapping
@@ -108,17 +132,18 @@ pub fn role(
             .find(|r| r.service == service && r.kind == k)
     };
     if let Some(r) = rule(Some(kind)) {
-        return Ok(r
-            .hop
-            .map_or(Role::NotAttempt(Skip::MappedOut), Role::Attempt));
+        return Ok(Side::Role(
+            r.hop
+                .map_or(Role::NotAttempt(Skip::MappedOut), Role::Attempt),
+        ));
     }
     if kind == SpanKind::Internal {
-        return Ok(Role::NotAttempt(Skip::Internal));
+        return Ok(Side::Role(Role::NotAttempt(Skip::Internal)));
     }
     let hop = match rule(None) {
         Some(r) => match r.hop {
             Some(h) => h,
-            None => return Ok(Role::NotAttempt(Skip::MappedOut)),
+            None => return Ok(Side::Role(Role::NotAttempt(Skip::MappedOut))),
         },
         None if service.is_empty() => {
             return Err(format!(
@@ -150,15 +175,15 @@ pub fn role(
         matches!(kind, SpanKind::Client | SpanKind::Producer)
     };
     if !recorded {
-        return Ok(Role::NotAttempt(Skip::OtherSide));
+        return Ok(Side::Role(Role::NotAttempt(Skip::OtherSide)));
     }
     let operation = span
         .first_text(&MESSAGING_OPERATION_KEYS)
         .map(|o| o.to_ascii_lowercase());
     if kind == SpanKind::Consumer && operation.as_deref() == Some("receive") {
-        return Ok(Role::NotAttempt(Skip::Receive));
+        return Ok(Side::Receive(hop));
     }
-    Ok(Role::Attempt(hop))
+    Ok(Side::Role(Role::Attempt(hop)))
 }
 
 #[cfg(test)]

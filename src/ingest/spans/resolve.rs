@@ -7,7 +7,7 @@ mod hidden;
 use std::collections::{BTreeMap, HashMap};
 
 use super::attributes::{attempt_fields, AttemptFields, MESSAGE_ID_KEYS};
-use super::hop::{effective_kind, role, Role, Skip};
+use super::hop::{effective_kind, side, Role, Side, Skip};
 use super::mapping::{SpanKind, SpanMapping};
 use super::{AttrValue, Span};
 use crate::ingest::fields::CheckedLine;
@@ -66,6 +66,9 @@ pub struct MappedSpan {
     fields: AttemptFields,
     /// A send by a layer inside the client span above it, seen only as this server span.
     hidden: bool,
+    /// A `receive` span's hop: it is a delivery there if it turns out to be a push
+    /// consumer's (see [`mark_push_deliveries`]).
+    receive_hop: Option<u16>,
 }
 
 /// `span 3 (id 5fb3a1c2d4e6f708)`: how messages name a span.
@@ -88,8 +91,13 @@ pub fn map_span(
     let name = label(index, Some(&span.span_id));
     let kind = effective_kind(&span);
     let mut problem = None;
-    let mut role = match role(&span, kind, mapping, hops) {
-        Ok(r) => r,
+    let mut receive_hop = None;
+    let mut role = match side(&span, kind, mapping, hops) {
+        Ok(Side::Role(r)) => r,
+        Ok(Side::Receive(hop)) => {
+            receive_hop = Some(hop);
+            Role::NotAttempt(Skip::Receive)
+        }
         Err(why) => {
             problem = Some(format!("{name} {why}"));
             Role::NotAttempt(Skip::Bad)
@@ -103,9 +111,15 @@ pub fn map_span(
                 problem = Some(format!("{name}: {why}"));
                 role = Role::NotAttempt(Skip::Bad);
             }
+            // A poll's fields are never read; a delivery's must be sound.
+            receive_hop = None;
             AttemptFields::default()
         }
     };
+    // A delivery needs the times an attempt needs (checked below for attempts).
+    if !matches!((span.start_ms, span.finish_ms), (Some(s), f) if f.is_none_or(|f| f >= s)) {
+        receive_hop = None;
+    }
     if let Role::Attempt(_) = role {
         let why = match (span.start_ms, span.finish_ms) {
             (None, _) => Some("has no start time".to_string()),
@@ -173,9 +187,35 @@ pub fn map_span(
         finish_ms: span.finish_ms,
         fields,
         hidden: false,
+        receive_hop,
         trace_id: span.trace_id,
     };
     (mapped, problem)
+}
+
+/// A `receive` span with spans below it and no `process` (consumer) span among them is a
+/// push consumer's delivery: the broker pushed the message and the callback's work hangs
+/// below the receive span (pika names its delivery callback's span `receive`). A poll's
+/// receive span has the `process` spans, or nothing, below it.
+fn mark_push_deliveries(spans: &mut [MappedSpan], up: &[Option<usize>]) {
+    if spans.iter().all(|s| s.receive_hop.is_none()) {
+        return;
+    }
+    // Per span: whether anything hangs below it, and whether a consumer span does.
+    let mut below = vec![(false, false); spans.len()];
+    for (child, &parent) in up.iter().enumerate() {
+        if let Some(p) = parent.filter(|&p| p != child) {
+            below[p].0 = true;
+            below[p].1 |= spans[child].kind == SpanKind::Consumer;
+        }
+    }
+    for (s, (work, process)) in spans.iter_mut().zip(below) {
+        if let (Some(hop), Role::NotAttempt(Skip::Receive), true, false) =
+            (s.receive_hop, s.role, work, process)
+        {
+            s.role = Role::Attempt(hop);
+        }
+    }
 }
 
 /// What the resolution made of the spans: counts for `convert`'s note.
@@ -268,6 +308,7 @@ pub fn resolve(mut spans: Vec<MappedSpan>, mapping: &SpanMapping) -> Resolved {
     for w in wrappers {
         spans[w].role = Role::NotAttempt(Skip::Wrapper);
     }
+    mark_push_deliveries(&mut spans, &up);
     hidden::mark_hidden_sends(&mut spans, &find);
     let chains = chains(&spans, &up, &loops.reaches);
 
@@ -640,6 +681,67 @@ mod tests {
                 .skipped
                 .get(&("checkout".into(), "client", Skip::Wrapper)),
             Some(&1)
+        );
+    }
+
+    #[test]
+    fn a_receive_span_with_its_work_below_it_is_a_push_delivery_a_poll_is_not() {
+        let m = mapping();
+        let receive = || [("messaging.operation", AttrValue::Str("receive".into()))];
+        let spans = vec![
+            // pika: the delivery callback's receive span, its handling below it.
+            child(
+                "00000000000000a1",
+                None,
+                SpanKind::Consumer,
+                "consumer",
+                &receive(),
+            ),
+            child(
+                "00000000000000a2",
+                Some("00000000000000a1"),
+                SpanKind::Internal,
+                "consumer",
+                &[],
+            ),
+            // A poll: the process span below it is the delivery.
+            child(
+                "00000000000000b1",
+                None,
+                SpanKind::Consumer,
+                "consumer",
+                &receive(),
+            ),
+            child(
+                "00000000000000b2",
+                Some("00000000000000b1"),
+                SpanKind::Consumer,
+                "consumer",
+                &[("messaging.operation", AttrValue::Str("process".into()))],
+            ),
+            // A poll with nothing below it.
+            child(
+                "00000000000000c1",
+                None,
+                SpanKind::Consumer,
+                "consumer",
+                &receive(),
+            ),
+        ];
+        let resolved = resolve(spans.into_iter().map(|s| mapped(s, &m)).collect(), &m);
+        assert!(resolved.problems.is_empty(), "{:?}", resolved.problems);
+        let attempts: Vec<_> = resolved
+            .lines
+            .iter()
+            .map(|(_, l)| l.span_id.as_deref().unwrap_or(""))
+            .collect();
+        assert_eq!(attempts, vec!["00000000000000a1", "00000000000000b2"]);
+        assert_eq!(
+            resolved
+                .stats
+                .skipped
+                .get(&("consumer".into(), "consumer", Skip::Receive)),
+            Some(&2)
         );
     }
 
