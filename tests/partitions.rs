@@ -114,15 +114,6 @@ fn spans_are_partitioned_after_their_operation_is_resolved() {
         .expect("fixtures/otlp/real")
         .map(|e| e.expect("dir entry").path())
         .filter(|p| p.to_string_lossy().ends_with(".otlp.jsonl"))
-        // These two come from other services (an AWS endpoint, a RabbitMQ broker) and
-        // need hop maps of their own (tests/real_traces.rs): not this test's point.
-        .filter(|p| {
-            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
-            !matches!(
-                name.as_deref(),
-                Some("aws-sdk.otlp.jsonl" | "pika-requeue.otlp.jsonl")
-            )
-        })
         .collect();
     files.sort();
     let files: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
