@@ -10,8 +10,8 @@ use crate::model::SourceRef;
 use crate::words::{count, counted, noun};
 
 /// Bad lines kept whole and printed one by one; the rest are only counted. A hostile input
-/// can hold millions of bad lines, and their messages are not worth the memory (a 64 KB
-/// gzip of 32 M bad lines once took 7 GB).
+/// can hold millions of bad lines (a small gzip can expand to tens of millions), and
+/// their messages are not worth the memory.
 pub const ISSUES_SHOWN: usize = 10;
 
 /// What to do with a bad input line.

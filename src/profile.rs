@@ -1,6 +1,6 @@
 //! Stage timings for profiling: with `ATTEMPT_FUNNEL_PROFILE=1`, each pipeline stage's
 //! wall time and the process's resident memory after it go to stderr. Off by default;
-//! BENCHMARKS.md's "where the time goes" comes from it.
+//! for finding where a run's time goes (bench/README.md).
 
 use std::sync::OnceLock;
 use std::time::Instant;

@@ -621,15 +621,14 @@ impl AttemptStats {
 /// [`AttemptStats`] filled by one worker of the per-operation pass. Counts and latencies
 /// go in at once; the attempt starts wait in a list until every worker is done and are
 /// then counted into one time histogram laid out once ([`StatsBuilder::finish`]). Why:
-/// each worker sees a slice of the whole span of starts, so its own histogram was laid out
-/// again each time its starts outgrew it, at 1 ms resolution first, then coarser, and each
-/// worker's was laid out again as they were merged: a 1 M-operation run allocated and
-/// zeroed 860 MB in 714 layouts. The list costs 16 bytes a start, freed with the pass.
+/// each worker sees a slice of the whole span of starts, so a histogram per worker would
+/// be laid out again each time its starts outgrew it, and again at the merge, allocating
+/// and zeroing memory in proportion to the layouts rather than to the starts. The list
+/// costs 16 bytes a start, freed with the pass.
 ///
 /// Latencies likewise wait in a list per hop and go into one sketch per hop at the end:
-/// a sketch per worker and hop was grown each time a larger latency came (its counts
-/// copied), and merged counter by counter: 1.6 % of a spilled run's instructions between
-/// them (callgrind, 100 k operations), for a few thousand latencies each.
+/// a sketch per worker and hop would grow (its counts copied) each time a larger latency
+/// came, and be merged counter by counter, for a few thousand latencies each.
 pub struct StatsBuilder {
     stats: AttemptStats,
     /// The whole ms and the series of each start counted, in no particular order.

@@ -12,10 +12,10 @@ use std::io::{self, Read};
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 
 /// Inputs of at least this size on disk, and streams, are read ahead; smaller files are
-/// read in place. A thread for each small file cost more than it saved: a directory of
-/// 2 000 logs of ten lines took 6–8 s instead of 0.6 on a busy machine, each file waiting
-/// for its thread to be scheduled. A file under one chunk (8 MiB) is taken in one read
-/// anyway, so reading it ahead could not overlap anything.
+/// read in place. A thread for each small file costs more than it saves (a directory of
+/// thousands of small logs would wait on thread scheduling file after file), and a file
+/// under one chunk (8 MiB) is taken in one read anyway, so reading it ahead could not
+/// overlap anything.
 pub const READ_AHEAD_FROM: u64 = 8 << 20;
 
 /// Bytes read at a time: a chunk of the parsers' (see `CHUNK_BYTES`).

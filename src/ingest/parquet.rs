@@ -25,7 +25,7 @@
 //! panics on others, and reads its thrift metadata with lists sized from the file). In the
 //! worker an abort, a panic or a killed process ends only the worker; here it becomes the
 //! input error that names the file (exit 2). The worker decodes the next rows while this
-//! process checks the last ones, so the pipe costs little (see BENCHMARKS.md).
+//! process checks the last ones, so the two overlap.
 
 mod wire;
 pub mod worker;

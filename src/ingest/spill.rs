@@ -22,10 +22,9 @@
 //!
 //! An event is written against the one before it in its block ([`Before`]): its line as
 //! the difference from that one's; a start of whole milliseconds (as nearly every log's
-//! are) as the difference from that one's start, a finish from its own start. Written
-//! whole, the line and the two times took 19 bytes of a generated event, the differences
-//! take about 5: the 1 M-operation file's spill went from 41 to 25 bytes an event, and
-//! the files are written into (and read back from) the page cache, a copy each way.
+//! are) as the difference from that one's start, a finish from its own start. The
+//! differences are a few bytes where the whole values are many, and every spilled byte is
+//! copied twice (into the page cache and back).
 //!
 //! Blocks come from the events held in memory at a spill ([`Parts::write`]: one block per
 //! operation and spill) and, once spilling began, from lines encoded where they were parsed
@@ -69,13 +68,9 @@ pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 /// results, the partial), the rows and retry starts of the merge and the program's fixed
 /// part (code, threads, 8 MiB read buffers, about 60 MB) come on top.
 ///
-/// Not more: memory first touched is the dearest thing a run does on these machines (the
-/// kernel zeroes each fresh page, and the host backs it), while a spill file is written
-/// into the page cache and read back once. With a quarter, 1 M operations took the same
-/// time or longer than with an eighth and 1.45× the peak memory (about 465 against 320
-/// MB), 10 M 1.1× the time and 1.35× the memory, and the run held wholly in memory was the
-/// slowest of all (BENCHMARKS.md, "Spilling earlier, no huge pages"). A sixteenth was no
-/// faster again, and at 10 M its hundred partitions raised the merge's peak.
+/// Not more: memory first touched is dear (the kernel zeroes each fresh page), while a
+/// spill file is written into the page cache and read back once, so a larger share buys
+/// no time and costs peak memory. Not less: more partitions raise the merge's peak.
 pub const EVENTS_SHARE: u64 = 8;
 
 /// The fewest and the most partitions one spill (or one split of a partition) makes. The
@@ -375,9 +370,7 @@ pub struct Encoded {
 /// lines, three quarters within 44), so a stretch of a thousand lines makes few blocks.
 pub fn encode_lines(router: Router, lines: &[LineEvent]) -> Encoded {
     // Each group by its index alone, its key read from its first line: four bytes a slot,
-    // where a map of the keys took forty (two string references and the index). The map
-    // took 35 M instructions of 100 k operations spilled, this table 27 M, with 7 M fewer
-    // copied (callgrind).
+    // where a map of the keys would hold forty (two string references and the index).
     let hasher = foldhash::fast::FixedState::default();
     fn key_of<'l>(line: &'l LineEvent<'_>) -> (Option<&'l str>, &'l str) {
         (line.run.as_deref(), &line.id)
@@ -513,9 +506,7 @@ pub struct PartReader {
 }
 
 /// Bytes read from a spill file per batch (more when one block is larger): about 20 000
-/// events, so the few batches in flight take a few megabytes. (A megabyte when events
-/// took 41 bytes; as many events take half of it since their lines and times are written
-/// as differences.)
+/// events, so the few batches in flight take a few megabytes.
 const BATCH_BYTES: usize = 1 << 19;
 
 /// Blocks decoded from a spill file, and the text their strings point into. Refilled
@@ -871,10 +862,8 @@ fn texts_of<'s>(f: &EventFields, strings: &'s Interner) -> [Option<&'s str>; 4] 
 const FIXED_MAX: usize = 4 + 5 + 5 + 3 + 20 + 10 + 2 + 8;
 
 /// An event's bytes before its strings, built in an array on the stack and appended to the
-/// spill buffer at once. Pushed byte by byte onto the buffer, each push loaded the vector's
-/// length and capacity again (a store through its pointer might have changed them):
-/// `put_event` took 410 instructions an event, 370 this way (callgrind, 100 k operations
-/// spilled); most of what is left waits on the events' and strings' loads.
+/// spill buffer at once: pushed byte by byte, each push would load the vector's length
+/// and capacity again (a store through its pointer might have changed them).
 struct Fixed {
     bytes: [u8; FIXED_MAX],
     len: usize,

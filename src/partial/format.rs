@@ -362,10 +362,9 @@ impl SpilledRows {
 /// both are whole milliseconds, else f64 bits), the overlap (f64 bits, left out when it
 /// is `+0.0`), and the final outcome. Little-endian; every time keeps its exact bits.
 ///
-/// Varints and differences: with fixed-width numbers (u32 lengths and counts, nearly all
-/// zeros) the 1 M-operation file's rows took 77 bytes each, now 38; a spilled run writes
-/// its rows through the page cache (and, at 10 M operations, to the disk) and reads them
-/// back once.
+/// Varints and differences because lengths and counts are nearly all small: fixed-width
+/// numbers would about double a row, and a spilled run writes its rows through the page
+/// cache (or to the disk) and reads them back once.
 struct RowCodec;
 
 const HAS_RUN: u8 = 1;

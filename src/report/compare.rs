@@ -63,7 +63,9 @@ pub fn render(
             out.push(b'\n');
             out
         }
-        OutputFormat::Html => super::html::render_comparison(c, &verdict).into_bytes(),
+        OutputFormat::Html => {
+            super::html::render_comparison(c, &verdict, &input_files(c), &sections(c)).into_bytes()
+        }
         OutputFormat::Jsonl => {
             let (b, a) = rows()?;
             jsonl(c, b, a, rules)?

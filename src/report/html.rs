@@ -979,17 +979,15 @@ fn draw_sections(out: &mut String, sections: &[super::layout::Section], linked: 
 /// The comparison page of `replay` and `diff`: the verdict and the replay's limit, both
 /// funnels on one axis, the comparison's tables, and each worst operation's timeline as it
 /// was above the timeline it became.
-pub fn render_comparison(c: &Comparison, verdict: &str) -> String {
+/// `files` and `sections` come from report/compare.rs, which owns what a comparison says;
+/// this file only draws it.
+pub fn render_comparison(
+    c: &Comparison,
+    verdict: &str,
+    files: &[String],
+    sections: &[super::layout::Section],
+) -> String {
     let [first, second] = c.kind.labels();
-    let mut files = c.before.input.files.clone();
-    files.extend(
-        c.after
-            .input
-            .files
-            .iter()
-            .filter(|f| !c.before.input.files.contains(f))
-            .cloned(),
-    );
     let title = match c.kind {
         Kind::Replay => "Replay: what the candidate policy would have made of this run",
         Kind::Diff => "Diff: what changed between two runs",
@@ -1022,7 +1020,7 @@ pub fn render_comparison(c: &Comparison, verdict: &str) -> String {
     out.push_str("</header>\n");
     funnel_pair(&mut out, c);
     out.push_str("<section id=\"tables\">\n<h2>Changes</h2>\n");
-    draw_sections(&mut out, &super::compare::sections(c), 0);
+    draw_sections(&mut out, sections, 0);
     out.push_str("</section>\n");
     if !c.timelines.is_empty() {
         out.push_str(&format!(

@@ -341,8 +341,8 @@ const WHOLE_FLOAT_BELOW: f64 = 1e15;
 
 /// A float cell in its shortest round-trip form, as zmij writes it. Times are whole
 /// milliseconds in most logs (and an overlap mostly `0.0`): those are written as the
-/// integer they are and `.0`, which saved about 130 instructions a float (three a row;
-/// callgrind, 100 k operations); tests hold the two to the same text.
+/// integer they are and `.0`, without the general shortest-form search; tests hold the
+/// two paths to the same text.
 fn float_cell(line: &mut Vec<u8>, ms: f64) {
     let whole = ms as i64;
     // `ms as i64` truncates, and saturates or gives 0 for what no i64 holds: equal back
