@@ -87,8 +87,10 @@ impl FindingKind {
             }
             FindingKind::HiddenResends => format!(
                 "a layer inside the {hop}'s client (an SDK or transport retry) resent without a span of its own: \
-                 its sends, seen as several server spans under one client span, count as the {hop}'s attempts; \
-                 to see that layer as a hop, map those server spans to one (docs/formats.md, \"Hidden resends\")"
+                 its sends, seen as several server spans under one client span, count as the {hop}'s attempts, \
+                 and where the application's attempts repeat too it is the inner of two retrying layers, each \
+                 with its own budget; to see that layer as a hop, map those server spans to one \
+                 (docs/formats.md, \"Hidden resends\")"
             ),
             FindingKind::Redelivery => format!("the queue redelivered a message to the {hop}"),
             FindingKind::FanOut => {
