@@ -7,7 +7,11 @@
 
 use std::path::PathBuf;
 
+use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::ingest::{InputFormat, Preset};
+use crate::report::OutputFormat;
 
 /// Exit codes of `analyze`, at the end of its `--help` (the numbers are `exit_codes.rs`).
 const ANALYZE_EXIT_CODES: &str = "Exit codes: 0 analysed and no threshold breached (or breached under --report-only); 1 a threshold breached; 2 usage, I/O or input error (bad input lines, unless --skip-invalid).";
@@ -143,8 +147,8 @@ pub struct InputOptions {
     /// Format of text inputs. 'auto' looks at each file's first line (a JSON document the
     /// line does not close is read whole). Compression and
     /// Parquet are always detected from the content.
-    #[arg(long, value_enum, default_value_t = InputFormatArg::Auto)]
-    pub input_format: InputFormatArg,
+    #[arg(long, value_enum, default_value_t = InputFormat::Auto)]
+    pub input_format: InputFormat,
 
     /// Spans of a service are attempts at this hop, as SERVICE=HOP; SERVICE:KIND=HOP for
     /// spans of one kind only (client, server, producer, consumer, internal); HOP '-' means
@@ -195,7 +199,7 @@ pub struct InputOptions {
     /// '--preset k6 --preset envoy k6.json envoy.log app.jsonl' joins a load test with the
     /// gateway's and the services' logs. See docs/input.md for what each reads.
     #[arg(long, value_enum, value_name = "TOOL")]
-    pub preset: Vec<crate::ingest::Preset>,
+    pub preset: Vec<Preset>,
 
     /// Stop at the first bad input line instead of reporting it and going on.
     #[arg(long, conflicts_with = "skip_invalid")]
@@ -284,8 +288,8 @@ pub struct AnalyzeArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value_t = FormatArg::Table)]
-    pub format: FormatArg,
+    #[arg(long, short = 'f', value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 
     /// Write the report to FILE instead of standard output ('-' is standard output).
     /// Required by '--format parquet'.
@@ -468,45 +472,6 @@ pub struct ConvertArgs {
     pub policy: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, Default, ValueEnum)]
-pub enum InputFormatArg {
-    /// Each file's format from its first line.
-    #[default]
-    Auto,
-    /// Attempt events, one JSON object per line.
-    Jsonl,
-    /// Attempt events as key=value pairs, one event per line.
-    Logfmt,
-    /// OpenTelemetry OTLP JSON, {"resourceSpans":[…]} (or Tempo's {"batches":[…]}) per
-    /// line or as documents.
-    Otlp,
-    /// Zipkin v2 JSON: a span, or an array of spans, per line or as documents.
-    Zipkin,
-    /// Jaeger JSON, as its UI downloads it and its query API returns it: {"data":[…]}.
-    Jaeger,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum FormatArg {
-    /// A terminal summary.
-    Table,
-    /// The summary as one JSON document with a schema_version.
-    Json,
-    /// One JSON object per operation.
-    Jsonl,
-    /// One CSV row per operation.
-    Csv,
-    /// The summary as GitHub-flavoured Markdown (incident documents, CI job summaries).
-    Markdown,
-    /// The per-operation rows as a Parquet file; needs --output FILE.
-    Parquet,
-    /// A self-contained HTML page with charts and attempt timelines (incident reviews).
-    Html,
-    /// `analyze` only: this partition's result before the merge, one JSON object per line,
-    /// for `attempt-funnel merge` (docs/scale.md).
-    Partial,
-}
-
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The operation to show: its operation_id, or `RUN/OPERATION` as the reports write it.
@@ -529,14 +494,83 @@ pub struct ShowArgs {
     pub style: StyleArgs,
 }
 
+// The choices of `--preset`, `--format` and `--input-format` are the domain's own enums:
+// their names and their help are given here, once, and nothing maps a copy of them.
+
 /// `--preset` takes the presets' own names, each with what it reads as its help.
-impl ValueEnum for crate::ingest::Preset {
+impl ValueEnum for Preset {
     fn value_variants<'a>() -> &'a [Self] {
         &Self::ALL
     }
 
-    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        Some(clap::builder::PossibleValue::new(self.name()).help(self.reads()))
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()).help(self.reads()))
+    }
+}
+
+/// `--format`: the formats' own names ([`OutputFormat::name`]).
+impl ValueEnum for OutputFormat {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            OutputFormat::Table => "A terminal summary",
+            OutputFormat::Json => "The summary as one JSON document with a schema_version",
+            OutputFormat::Jsonl => "One JSON object per operation",
+            OutputFormat::Csv => "One CSV row per operation",
+            OutputFormat::Markdown => {
+                "The summary as GitHub-flavoured Markdown (incident documents, CI job summaries)"
+            }
+            OutputFormat::Parquet => "The per-operation rows as a Parquet file; needs --output FILE",
+            OutputFormat::Html => {
+                "A self-contained HTML page with charts and attempt timelines (incident reviews)"
+            }
+            OutputFormat::Partial => {
+                "`analyze` only: this partition's result before the merge, one JSON object per line, for `attempt-funnel merge` (docs/scale.md)"
+            }
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
+
+/// `--input-format`.
+impl ValueEnum for InputFormat {
+    fn value_variants<'a>() -> &'a [Self] {
+        // Every variant, in the order `--help` lists them: the match below names each one.
+        &[
+            InputFormat::Auto,
+            InputFormat::Jsonl,
+            InputFormat::Logfmt,
+            InputFormat::Otlp,
+            InputFormat::Zipkin,
+            InputFormat::Jaeger,
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let (name, help) = match self {
+            InputFormat::Auto => ("auto", "Each file's format from its first line"),
+            InputFormat::Jsonl => ("jsonl", "Attempt events, one JSON object per line"),
+            InputFormat::Logfmt => (
+                "logfmt",
+                "Attempt events as key=value pairs, one event per line",
+            ),
+            InputFormat::Otlp => (
+                "otlp",
+                "OpenTelemetry OTLP JSON, {\"resourceSpans\":[…]} (or Tempo's {\"batches\":[…]}) per line or as documents",
+            ),
+            InputFormat::Zipkin => (
+                "zipkin",
+                "Zipkin v2 JSON: a span, or an array of spans, per line or as documents",
+            ),
+            InputFormat::Jaeger => (
+                "jaeger",
+                "Jaeger JSON, as its UI downloads it and its query API returns it: {\"data\":[…]}",
+            ),
+        };
+        Some(PossibleValue::new(name).help(help))
     }
 }
 

@@ -8,7 +8,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 
 use crate::config::AnalyzeConfig;
-use crate::config::OutputTarget;
+use crate::config::{JunitOnError, OutputTarget};
 use crate::ingest::InputPath;
 use crate::{analysis, diagnostics, exit_codes, gate, profile, report, summary, words, writer};
 
@@ -249,19 +249,19 @@ pub fn conclude(
 }
 
 /// A run that stopped on an error still writes its `--junit` file, saying so.
-pub fn junit_on_error(
-    junit: Option<OutputTarget>,
-    report_only: bool,
-    result: Result<i32>,
-) -> Result<i32> {
+pub fn junit_on_error(junit: Option<JunitOnError>, result: Result<i32>) -> Result<i32> {
     result.inspect_err(|err| {
-        if let Some(target) = &junit {
+        if let Some(JunitOnError {
+            target,
+            report_only,
+        }) = &junit
+        {
             let failed = gate::RunError {
                 message: "the run stopped on an error before the gate".to_string(),
                 detail: format!("attempt-funnel: {err:#}"),
             };
             let xml = gate::junit_xml(
-                &gate::GateReport::without_conditions(report_only),
+                &gate::GateReport::without_conditions(*report_only),
                 Some(&failed),
             );
             // The error itself is what the run reports; a JUnit file that cannot be written

@@ -49,7 +49,7 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::Deserialize;
@@ -246,6 +246,34 @@ impl Policy {
 /// The largest policy file read. A real policy is a few hundred bytes; the limit keeps a
 /// wrong path (`--policy /dev/zero`, a log file) from being read without end.
 pub const MAX_POLICY_BYTES: u64 = 1 << 20;
+
+/// The policy file a run was given (`--policy`), read once: every setting taken from it
+/// (rules, input mapping, failure conditions) is resolved from this one reading.
+#[derive(Debug, Default)]
+pub struct PolicyFile {
+    /// `None`: no policy was given, and `policy` is the default one.
+    pub path: Option<PathBuf>,
+    pub policy: Policy,
+}
+
+impl PolicyFile {
+    /// Reads the policy at `path`, or stands for none.
+    pub fn read(path: Option<&Path>) -> Result<PolicyFile> {
+        Ok(match path {
+            Some(path) => PolicyFile {
+                path: Some(path.to_path_buf()),
+                policy: load(path)?,
+            },
+            None => PolicyFile::default(),
+        })
+    }
+
+    /// `invalid policy 'PATH'`: what an error in one of its settings is reported under.
+    pub fn invalid(&self) -> String {
+        let path = self.path.as_deref().unwrap_or(Path::new("-"));
+        format!("invalid policy '{}'", path.display())
+    }
+}
 
 pub fn load(path: &Path) -> Result<Policy> {
     use std::io::Read;

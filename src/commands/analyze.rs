@@ -4,43 +4,28 @@
 
 use anyhow::{Context, Result};
 
-use crate::cli::{self, FormatArg};
-use crate::config::analyze_config;
-use crate::config::AnalyzeConfig;
+use crate::config::{AnalyzeConfig, JunitOnError};
 use crate::gate::condition::Origin;
 use crate::output::{junit_on_error, open_output, report_run, RowsOut};
 use crate::report::OutputFormat;
 use crate::rules::Rules;
 use crate::stats::AttemptStats;
-use crate::{analysis, ingest, partial, profile, summary};
+use crate::{analysis, cli, config, ingest, partial, profile, summary};
 
-/// `analyze` from its flags: the memory budget is its own (no other command spills).
+/// `analyze` from its flags.
 pub fn run(args: cli::AnalyzeCommand) -> Result<i32> {
-    let budget = ingest::spill::Budget {
-        limit_bytes: args
-            .memory
-            .memory_limit
-            .unwrap_or(ingest::spill::DEFAULT_MEMORY_LIMIT),
-        temp_dir: args.memory.temp_dir,
-    };
-    if args.memory.memory_limit.is_some()
-        && matches!(args.analyze.report.format, FormatArg::Partial)
-    {
-        anyhow::bail!(
-            "--format partial holds its partition's events in memory and does not take --memory-limit: make each partition smaller with --partition K/N"
-        );
-    }
-    let mut config = analyze_config(args.analyze)?;
-    config.input.budget = Some(budget);
-    analyze(config)
+    analyze(config::analyze(args)?)
 }
 
 /// `analyze`. The gate's verdict, its exit code and the JUnit file depend on the input and
 /// the conditions only: a reader of the report that stops reading (`| head`) changes none of
 /// them, and a run that stops on an error still leaves a JUnit file that says so.
 pub fn analyze(config: AnalyzeConfig) -> Result<i32> {
-    let (junit, report_only) = (config.gate.junit.clone(), config.gate.report_only);
-    junit_on_error(junit, report_only, analyze_run(config))
+    let junit = config.gate.junit.clone().map(|target| JunitOnError {
+        target,
+        report_only: config.gate.report_only,
+    });
+    junit_on_error(junit, analyze_run(config))
 }
 
 pub fn analyze_run(config: AnalyzeConfig) -> Result<i32> {

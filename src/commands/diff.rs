@@ -4,48 +4,32 @@ use std::path::Path;
 
 use anyhow::Result;
 
-use crate::cli::AnalyzeArgs;
-use crate::cli::InputArgs;
-use crate::config::AnalyzeConfig;
-use crate::config::OutputTarget;
-use crate::config::{analyze_config, change_conditions, hops_for};
+use crate::config::{AnalyzeConfig, DiffConfig};
 use crate::ingest::InputPath;
 use crate::output::{conclude, junit_on_error, Report};
-use crate::{analysis, cli, compare, ingest, model, partial, report, select, summary};
+use crate::{analysis, cli, compare, config, ingest, model, partial, report, select, summary};
 
 /// `diff`: two runs (attempt logs or saved summaries), the comparison report, and the gate
 /// with change conditions.
 pub fn diff(args: cli::DiffArgs) -> Result<i32> {
-    let (junit, report_only) = (
-        args.report.junit.clone().map(OutputTarget::from_flag),
-        args.report.report_only,
-    );
-    junit_on_error(junit, report_only, diff_run(args))
+    let junit = config::junit_on_error(&args.report);
+    junit_on_error(junit, config::diff(args).and_then(diff_run))
 }
 
-pub fn diff_run(args: cli::DiffArgs) -> Result<i32> {
-    let mut analyze_args = AnalyzeArgs {
-        input: InputArgs {
-            files: Vec::new(),
-            options: args.input,
-        },
-        rules: args.rules,
-        partition: None,
-        report: args.report,
-    };
-    let hops = hops_for(&analyze_args)?;
-    let changes = change_conditions(&mut analyze_args.report.fail_on, &hops)?;
-    let config = analyze_config(analyze_args)?;
-    if let Some(why) = config.format.refusal() {
-        anyhow::bail!(why);
-    }
+fn diff_run(diff: DiffConfig) -> Result<i32> {
+    let DiffConfig {
+        run: config,
+        before,
+        after,
+        changes,
+    } = diff;
     let rules = &config.rules;
-    let first = diff_side(&args.before, &config, &[])?;
+    let first = diff_side(&before, &config, &[])?;
     let worst: Vec<model::OperationKey> = first
         .analysis()
         .map(|a| a.kept.iter().map(|k| k.result.key.clone()).collect())
         .unwrap_or_default();
-    let second = diff_side(&args.after, &config, &worst)?;
+    let second = diff_side(&after, &config, &worst)?;
     let gate = compare::change::gate(
         &config.gate.conditions,
         &changes,

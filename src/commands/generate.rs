@@ -2,24 +2,17 @@
 
 use anyhow::{Context, Result};
 
-use crate::config::OutputTarget;
+use crate::config::GenerateConfig;
 use crate::output::open_output;
-use crate::{cli, exit_codes, generate};
+use crate::{cli, config, exit_codes, generate};
 
 /// `generate`: events to `--output` (or stdout), expected classes to `--expected`.
 pub fn generate(args: cli::GenerateArgs) -> Result<i32> {
-    let opts = generate::Options {
-        ops: args.ops,
-        seed: args.seed,
-        mix: generate::Mix::parse(&args.mix)?,
-    };
-    let output = OutputTarget::stdout_unless(args.output);
-    let expected = args.expected.map(OutputTarget::from_flag);
-    if output == OutputTarget::Stdout && expected == Some(OutputTarget::Stdout) {
-        anyhow::bail!(
-            "--expected - and the events would both go to standard output: give the events --output FILE, e.g. -o events.jsonl --expected -"
-        );
-    }
+    let GenerateConfig {
+        options: opts,
+        events: output,
+        expected,
+    } = config::generate(args)?;
     let out = open_output(&output)?;
     let expected = expected.as_ref().map(open_output).transpose()?;
     let stats =

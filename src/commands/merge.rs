@@ -2,25 +2,16 @@
 
 use anyhow::{Context, Result};
 
-use crate::cli::AnalyzeArgs;
-use crate::cli::FormatArg;
-use crate::cli::InputArgs;
 use crate::config::AnalyzeConfig;
-use crate::config::OutputTarget;
-use crate::config::{analyze_config_with, check_policy_rules, input_paths};
 use crate::ingest::InputPath;
 use crate::output::{junit_on_error, report_run, RowsOut};
-use crate::report::OutputFormat;
-use crate::{analysis, cli, ingest, partial, policy, profile, summary};
+use crate::{analysis, cli, config, ingest, partial, profile, summary};
 
 /// `merge`: partials → the merged analysis → the same report, gate and exit code as one
 /// `analyze` run over all their input.
 pub fn merge(args: cli::MergeArgs) -> Result<i32> {
-    let (junit, report_only) = (
-        args.report.junit.clone().map(OutputTarget::from_flag),
-        args.report.report_only,
-    );
-    junit_on_error(junit, report_only, merge_run(args))
+    let junit = config::junit_on_error(&args.report);
+    junit_on_error(junit, merge_run(args))
 }
 
 pub fn merge_run(args: cli::MergeArgs) -> Result<i32> {
@@ -38,43 +29,16 @@ pub fn merge_run(args: cli::MergeArgs) -> Result<i32> {
 }
 
 /// Reads the partials and resolves the merge's configuration: the rules are those the
-/// partials were made with (the first one's; the merge refuses others), the gate's
-/// conditions come from the flags and the policy file.
-pub fn merge_config(args: cli::MergeArgs) -> Result<(AnalyzeConfig, Vec<partial::Partial>)> {
-    let cli::MergeArgs {
-        files,
-        policy: policy_path,
-        report,
-    } = args;
-    if matches!(report.format, FormatArg::Partial) {
-        anyhow::bail!(OutputFormat::Partial.refusal().unwrap_or_default());
-    }
-    let paths = input_paths(files);
-    let parts = read_partials(&paths)?;
+/// partials were made with (the first one's; the merge refuses others).
+fn merge_config(args: cli::MergeArgs) -> Result<(AnalyzeConfig, Vec<partial::Partial>)> {
+    let merge = config::merge(args)?;
+    let parts = read_partials(&merge.partials)?;
     let first = &parts[0];
     let rules = first
         .rules
         .rules()
         .with_context(|| format!("invalid partial '{}'", first.origin))?;
-    let policy = match &policy_path {
-        Some(path) => {
-            let policy = policy::load(path)?;
-            check_policy_rules(&rules, &policy, path, &first.origin)?;
-            policy
-        }
-        None => policy::Policy::default(),
-    };
-    let analyze_args = AnalyzeArgs {
-        input: InputArgs {
-            files: Vec::new(),
-            options: cli::InputOptions::default(),
-        },
-        rules: cli::RuleArgs::default(),
-        partition: None,
-        report,
-    };
-    let mut config = analyze_config_with(analyze_args, &policy, policy_path.as_deref(), rules)?;
-    config.input.paths = paths;
+    let config = merge.with_rules(rules, &first.origin)?;
     Ok((config, parts))
 }
 

@@ -2,35 +2,24 @@
 
 use anyhow::Result;
 
-use crate::config::OutputTarget;
-use crate::config::{analyze_config, change_conditions, hops_for};
+use crate::config::ReplayConfig;
 use crate::output::{conclude, junit_on_error, Report};
-use crate::{analysis, cli, compare, ingest, partial, replay, report, select, summary};
+use crate::{analysis, cli, compare, config, ingest, partial, replay, report, select, summary};
 
 /// `replay`: the observed run and the same run replayed under the candidate, through the
 /// same analysis; the comparison report; the gate on the replayed run.
 pub fn replay(args: cli::ReplayArgs) -> Result<i32> {
-    let report = &args.analyze.report;
-    let (junit, report_only) = (
-        report.junit.clone().map(OutputTarget::from_flag),
-        report.report_only,
-    );
-    junit_on_error(junit, report_only, replay_run(args))
+    let junit = config::junit_on_error(&args.analyze.report);
+    junit_on_error(junit, config::replay(args).and_then(replay_run))
 }
 
-pub fn replay_run(mut args: cli::ReplayArgs) -> Result<i32> {
-    if args.analyze.partition.is_some() {
-        anyhow::bail!(
-            "replay does not take --partition: a candidate's retry budget spans operations, so a replay reads every operation (--partition is for analyze)"
-        );
-    }
-    let hops = hops_for(&args.analyze)?;
-    let changes = change_conditions(&mut args.analyze.report.fail_on, &hops)?;
-    let (candidate_path, seed) = (args.candidate.clone(), args.seed);
-    let config = analyze_config(args.analyze)?;
-    if let Some(why) = config.format.refusal() {
-        anyhow::bail!(why);
-    }
+fn replay_run(replay: ReplayConfig) -> Result<i32> {
+    let ReplayConfig {
+        run: config,
+        candidate: candidate_path,
+        seed,
+        changes,
+    } = replay;
     let rules = &config.rules;
     let candidate = replay::candidate::load(&candidate_path, &rules.hops)?;
     let mut ingested = ingest::read_inputs(&config.input, &rules.hops)?;

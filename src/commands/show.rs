@@ -9,7 +9,7 @@ use crate::{analysis, ingest, partial, report, select, summary};
 
 /// `show` from its flags.
 pub fn run(args: crate::cli::ShowArgs) -> Result<i32> {
-    show(crate::config::show_config(args)?)
+    show(crate::config::show(args)?)
 }
 
 /// `show`: the whole pipeline (bursts look across operations), keeping one operation's

@@ -55,8 +55,10 @@ use spill::{Budget, EventsRef, Spill};
 const CHUNK_BYTES: usize = 8 << 20;
 
 /// Which line format a file holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum InputFormat {
+    /// Each file's, from its first line.
+    #[default]
     Auto,
     Jsonl,
     Logfmt,

@@ -13,24 +13,27 @@ mod table;
 use serde::Serialize;
 
 use crate::gate::GateReport;
+use crate::model::named_enum;
 use crate::rules::Rules;
 use crate::summary::{OperationView, Summary};
 pub use rows::{RowFormat, RowWriter};
 
-/// The output formats of `analyze`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputFormat {
-    Table,
-    Json,
-    Jsonl,
-    Csv,
-    Markdown,
-    /// The per-operation rows as a Parquet file (binary: only to `--output FILE`).
-    Parquet,
-    Html,
-    /// A partial: the partition's result before the merge (`analyze` only). Written by
-    /// `crate::partial::format`, never rendered from a summary.
-    Partial,
+named_enum! {
+    /// The output formats of `analyze` (`--format`, by these names).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum OutputFormat {
+        Table => "table",
+        Json => "json",
+        Jsonl => "jsonl",
+        Csv => "csv",
+        Markdown => "markdown",
+        /// The per-operation rows as a Parquet file (binary: only to `--output FILE`).
+        Parquet => "parquet",
+        Html => "html",
+        /// A partial: the partition's result before the merge (`analyze` only). Written by
+        /// `crate::partial::format`, never rendered from a summary.
+        Partial => "partial",
+    }
 }
 
 impl OutputFormat {
