@@ -99,7 +99,7 @@ pub fn analyze_partitions(
 }
 
 /// `analyze --format partial`: this partition's result, before the merge. It keeps the
-/// attempts of its [`summary::TIMELINES_DRAWN`] worst operations whatever `--top` is (the
+/// attempts of its `summary::TIMELINES_DRAWN` worst operations whatever `--top` is (the
 /// merge's `--top` decides), and defers operations with an unfinished attempt: only the
 /// merge knows where all the input ends. The gate runs at the merge.
 pub fn write_partial(config: AnalyzeConfig) -> Result<i32> {

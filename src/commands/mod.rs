@@ -13,7 +13,7 @@ pub mod show;
 
 /// What the process sets up before any command runs: the allocator keeps freed memory
 /// (see [`analyze::MI_OPTION_PURGE_DELAY`]), panics inside a library boundary stay quiet
-/// ([`crate::panics`]), and the soft limit on open files is raised for the merge's readers.
+/// (`crate::panics`), and the soft limit on open files is raised for the merge's readers.
 pub fn prepare_process() {
     // SAFETY: sets a process-wide allocator option; no allocation is in flight in this call.
     unsafe { libmimalloc_sys::mi_option_set(analyze::MI_OPTION_PURGE_DELAY, -1) };
@@ -32,7 +32,7 @@ pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     crate::output::is_broken_pipe(err)
 }
 
-/// The hidden `parquet-worker` command: see [`crate::ingest::run_parquet_worker`].
+/// The hidden `parquet-worker` command: see `ingest::run_parquet_worker`.
 pub fn parquet_worker(columns: &[String]) -> i32 {
     crate::ingest::run_parquet_worker(columns)
 }
