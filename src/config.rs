@@ -70,6 +70,16 @@ pub struct AnalyzeConfig {
     pub gate: GateConfig,
 }
 
+impl AnalyzeConfig {
+    /// The files this run writes, each with its flag: checked against its inputs.
+    pub fn outputs(&self) -> [(&'static str, Option<&OutputTarget>); 2] {
+        [
+            ("--output", Some(&self.output)),
+            ("--junit", self.gate.junit.as_ref()),
+        ]
+    }
+}
+
 /// The resolved configuration of `show`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShowConfig {

@@ -25,6 +25,7 @@
 //! `docs/architecture.md` draws the pipeline in full.
 
 mod analysis;
+mod atomic;
 mod burst;
 mod classify;
 pub mod cli;

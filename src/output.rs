@@ -7,6 +7,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
+use crate::atomic::AtomicFile;
 use crate::config::AnalyzeConfig;
 use crate::config::{JunitOnError, OutputTarget};
 use crate::ingest::InputPath;
@@ -18,58 +19,34 @@ use crate::{analysis, diagnostics, exit_codes, gate, profile, report, summary, w
 pub struct RowsOut {
     blame: gate::Blame,
     rows: Option<report::RowWriter<ClosedPipe<Box<dyn Write>>>>,
-    /// The file the rows go to, when it is a plain file: removed if the run fails before it
-    /// is complete.
-    file: Option<std::path::PathBuf>,
+    /// The file the rows go to, put in place once they are all written.
+    unfinished: Unfinished,
 }
 
 impl RowsOut {
     pub fn open(config: &AnalyzeConfig) -> Result<RowsOut> {
-        // The rows are written while the inputs may still be read (a merge reads partial
-        // files again): writing over one of them would destroy it mid-run.
-        if let OutputTarget::File(out) = &config.output {
-            let same = |input: &InputPath| match input {
-                InputPath::File(p) => std::fs::canonicalize(p)
-                    .ok()
-                    .zip(std::fs::canonicalize(out).ok())
-                    .is_some_and(|(a, b)| a == b),
-                InputPath::Stdin => false,
-            };
-            if config.input.paths.iter().any(same) {
-                anyhow::bail!(
-                    "--output '{}' is also an input: the report would overwrite it while it is read; write it to another file",
-                    out.display()
-                );
-            }
-        }
-        let rows = match report::row_format(config.format) {
+        let (rows, unfinished) = match report::row_format(config.format) {
             Some(format) => {
+                let (writer, unfinished) = open_output(&config.output)?;
                 let out = ClosedPipe {
-                    inner: open_output(&config.output)?,
+                    inner: writer,
                     closed: false,
+                    named: named(&config.output),
                 };
-                Some(report::RowWriter::new(format, &config.rules.hops, out)?)
+                let rows = report::RowWriter::new(format, &config.rules.hops, out)?;
+                (Some(rows), unfinished)
             }
-            None => None,
+            None => (None, Unfinished::default()),
         };
         Ok(RowsOut {
             blame: gate::Blame::new(&config.gate.conditions, &config.rules.hops),
-            // Only a file of our own making is removed on failure: `-o /dev/null` or a link
-            // to a device or a pipe names something that is not the report's to delete
-            // (as root, a failed run deleted the device).
-            file: match (&rows, &config.output) {
-                (Some(_), OutputTarget::File(path))
-                    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) =>
-                {
-                    Some(path.clone())
-                }
-                _ => None,
-            },
             rows,
+            unfinished,
         })
     }
 
-    /// Runs an analysis with its rows sent here; a failed one leaves no partial row file.
+    /// Runs an analysis with its rows sent here; a failed one leaves no partial row file
+    /// (and an earlier file at the output's path as it was).
     pub fn run(
         &mut self,
         analyse: impl FnOnce(&mut dyn analysis::tally::RowSink) -> Result<analysis::Analysis>,
@@ -80,9 +57,7 @@ impl RowsOut {
         };
         if result.is_err() {
             self.rows = None;
-            if let Some(path) = self.file.take() {
-                let _ = std::fs::remove_file(path);
-            }
+            self.unfinished = Unfinished::default();
         }
         result
     }
@@ -111,8 +86,8 @@ pub fn report_run(
     let report = match out.rows {
         // Written as the merge made them: the last batch and the file's end remain.
         Some(rows) => Report::Written(
-            rows.finish()
-                .with_context(|| format!("could not write '{}'", config.output.display())),
+            // Its write errors name the output already (`ClosedPipe`).
+            rows.finish().and_then(|()| out.unfinished.finish()),
         ),
         None => Report::Bytes(report::render(
             config.format,
@@ -124,6 +99,92 @@ pub fn report_run(
     let code = conclude(report, verdict.as_ref(), config, &[&analysis]);
     stages.mark("report");
     code
+}
+
+/// An output flag that names one of the run's inputs: refused before anything is read,
+/// as writing it would destroy that input. `junit_on_error` writes no JUnit file over it.
+#[derive(Debug)]
+pub struct OutputIsInput {
+    pub flag: &'static str,
+    pub output: std::path::PathBuf,
+    pub input: String,
+}
+
+impl std::fmt::Display for OutputIsInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let same = if self.input == self.output.display().to_string() {
+            String::new()
+        } else {
+            format!(" ('{}', the same file)", self.input)
+        };
+        write!(
+            f,
+            "{} '{}' is also an input{same}: writing it would destroy what the run reads; write to another file",
+            self.flag,
+            self.output.display()
+        )
+    }
+}
+
+impl std::error::Error for OutputIsInput {}
+
+/// Refuses any of `outputs` (each with its flag) that is one of the files `inputs` name
+/// (directories and patterns expanded): the same file by device and inode, so a hard link
+/// to an input or another spelling of its path is caught too. Inputs that cannot be
+/// resolved are left for the reading to report.
+pub fn refuse_inputs_as_outputs(
+    inputs: &[InputPath],
+    outputs: &[(&'static str, Option<&OutputTarget>)],
+) -> Result<()> {
+    let outputs: Vec<(&'static str, &std::path::Path, FileId)> = outputs
+        .iter()
+        .filter_map(|&(flag, target)| match target? {
+            OutputTarget::File(p) => Some((flag, p.as_path(), file_id(p)?)),
+            OutputTarget::Stdout => None,
+        })
+        .collect();
+    if outputs.is_empty() {
+        return Ok(());
+    }
+    let Ok(resolved) = crate::ingest::source::resolve(inputs) else {
+        return Ok(());
+    };
+    for input in &resolved.inputs {
+        let Some(id) = input.path().and_then(file_id) else {
+            continue;
+        };
+        if let Some(&(flag, output, _)) = outputs.iter().find(|(_, _, o)| *o == id) {
+            return Err(OutputIsInput {
+                flag,
+                output: output.to_path_buf(),
+                input: input.name.clone(),
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// What makes two paths one file: its device and inode (elsewhere, its canonical path).
+#[cfg(unix)]
+type FileId = (u64, u64);
+#[cfg(not(unix))]
+type FileId = std::path::PathBuf;
+
+/// The file `path` names, when it exists and is a regular file (a device such as
+/// `/dev/null` may be named as both input and output).
+fn file_id(path: &std::path::Path) -> Option<FileId> {
+    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        std::fs::canonicalize(path).ok()
+    }
 }
 
 /// A report to write: rendered whole, or per-operation rows already written.
@@ -142,9 +203,18 @@ pub fn write_report(target: &OutputTarget, report: Report) -> Result<()> {
 
 /// A writer whose reader may stop reading (`| head`): the rest of the report is discarded
 /// instead of failing the batch writers, whose errors do not all keep the I/O error's kind.
+/// Its other errors name the output (`named`): they come back through the analysis and
+/// the row writers, far from where it was opened.
 pub struct ClosedPipe<W> {
     inner: W,
     closed: bool,
+    named: String,
+}
+
+impl<W> ClosedPipe<W> {
+    fn named(&self, e: std::io::Error) -> std::io::Error {
+        std::io::Error::new(e.kind(), format!("could not write {}: {e}", self.named))
+    }
 }
 
 impl<W: Write> Write for ClosedPipe<W> {
@@ -157,7 +227,7 @@ impl<W: Write> Write for ClosedPipe<W> {
                 self.closed = true;
                 Ok(buf.len())
             }
-            other => other,
+            other => other.map_err(|e| self.named(e)),
         }
     }
 
@@ -168,7 +238,7 @@ impl<W: Write> Write for ClosedPipe<W> {
                 Ok(())
             }
             _ if self.closed => Ok(()),
-            other => other,
+            other => other.map_err(|e| self.named(e)),
         }
     }
 }
@@ -256,6 +326,12 @@ pub fn junit_on_error(junit: Option<JunitOnError>, result: Result<i32>) -> Resul
             report_only,
         }) = &junit
         {
+            // Refused because the JUnit file is an input: it is not written over it.
+            if let Some(refused) = err.downcast_ref::<OutputIsInput>() {
+                if *target == OutputTarget::File(refused.output.clone()) {
+                    return;
+                }
+            }
             let failed = gate::RunError {
                 message: "the run stopped on an error before the gate".to_string(),
                 detail: format!("attempt-funnel: {err:#}"),
@@ -291,32 +367,107 @@ pub fn ignore_closed_pipe(written: Result<()>) -> Result<()> {
     }
 }
 
-pub fn open_output(target: &OutputTarget) -> Result<Box<dyn Write>> {
+/// A file output not yet in place: [`Unfinished::finish`] puts it there once its writer is
+/// flushed and dropped; dropped instead, it leaves no file (and an earlier one at its path as
+/// it was). Standard output (or a device) has nothing to put in place.
+#[derive(Debug, Default)]
+pub struct Unfinished(Option<AtomicFile>);
+
+impl Unfinished {
+    pub fn finish(self) -> Result<()> {
+        self.0.map_or(Ok(()), AtomicFile::commit)
+    }
+}
+
+/// A writer to `target`, and what puts it in place when written. A file is written whole or
+/// not at all (see `atomic`), on a thread of its own (see `writer`): a fresh file's pages
+/// cost the kernel about as much as making the bytes.
+pub fn open_output(target: &OutputTarget) -> Result<(Box<dyn Write>, Unfinished)> {
     Ok(match target {
-        OutputTarget::Stdout => Box::new(std::io::stdout().lock()),
-        // Written on a thread of its own (see `writer`): a fresh file's pages cost the
-        // kernel about as much as making the bytes.
-        OutputTarget::File(p) => Box::new(
-            writer::Behind::new(
-                std::fs::File::create(p)
-                    .with_context(|| format!("could not create '{}'", p.display()))?,
-                format!("could not write '{}'", p.display()),
-            )
-            .with_context(|| format!("could not start writing '{}'", p.display()))?,
-        ),
+        OutputTarget::Stdout => {
+            refuse_closed_stdout()?;
+            (Box::new(std::io::stdout().lock()), Unfinished(None))
+        }
+        OutputTarget::File(p) => {
+            let file = AtomicFile::create(p)?;
+            let writer = writer::Behind::new(file.writer()?)
+                .with_context(|| format!("could not start writing '{}'", p.display()))?;
+            (Box::new(writer), Unfinished(Some(file)))
+        }
     })
 }
 
+/// Writes `target` through `write`, buffered, and puts it in place when complete.
+pub fn write_with(
+    target: &OutputTarget,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    let (writer, unfinished) = open_output(target)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, writer);
+    write(&mut out)?;
+    out.flush().map_err(|e| write_error(target, e))?;
+    // The file's writing thread is done with it before it is put in place.
+    drop(out);
+    unfinished.finish()
+}
+
+/// `bytes` to `target`, whole or not at all.
 pub fn write_output(target: &OutputTarget, bytes: &[u8]) -> Result<()> {
+    write_with(target, |out| {
+        out.write_all(bytes).map_err(|e| write_error(target, e))
+    })
+}
+
+/// A write to `target` that failed, naming it once.
+fn write_error(target: &OutputTarget, e: std::io::Error) -> anyhow::Error {
+    anyhow::Error::new(e).context(format!("could not write {}", named(target)))
+}
+
+/// `standard output`, or the file's name quoted: what a message says it could not write.
+fn named(target: &OutputTarget) -> String {
     match target {
-        OutputTarget::File(p) => {
-            std::fs::write(p, bytes).with_context(|| format!("could not write '{}'", p.display()))
-        }
-        OutputTarget::Stdout => {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(bytes)?;
-            stdout.flush()?;
-            Ok(())
+        OutputTarget::Stdout => "standard output".to_string(),
+        OutputTarget::File(p) => format!("'{}'", p.display()),
+    }
+}
+
+/// An error when standard output was closed when the run started (`>&-`): what is written
+/// to it would be lost without a word.
+fn refuse_closed_stdout() -> Result<()> {
+    if stdout_closed::at_start() {
+        anyhow::bail!(
+            "standard output is closed, so the output would be lost: redirect it (> FILE), or name a file with -o"
+        );
+    }
+    Ok(())
+}
+
+/// Whether standard output was closed when the process started. The Rust runtime opens
+/// `/dev/null` in place of a closed standard descriptor before `main`, after which every
+/// write to it succeeds; so it is looked at before the runtime starts, by a function the
+/// loader calls first (`.init_array` on Linux, `__mod_init_func` on macOS). Elsewhere it
+/// is never taken for closed.
+mod stdout_closed {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+
+    pub fn at_start() -> bool {
+        CLOSED.load(Ordering::Relaxed)
+    }
+
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    #[used]
+    #[cfg_attr(target_os = "linux", unsafe(link_section = ".init_array"))]
+    #[cfg_attr(target_os = "macos", unsafe(link_section = "__DATA,__mod_init_func"))]
+    static LOOK_BEFORE_MAIN: extern "C" fn() = look;
+
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    extern "C" fn look() {
+        // SAFETY: F_GETFD reads the descriptor's flags and changes nothing; it fails (EBADF)
+        // only when descriptor 1 is not open.
+        if unsafe { libc::fcntl(libc::STDOUT_FILENO, libc::F_GETFD) } == -1 {
+            CLOSED.store(true, Ordering::Relaxed);
         }
     }
 }

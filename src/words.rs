@@ -1,5 +1,5 @@
-//! How counts are written for people: thousands separators, and the singular or the plural
-//! of the noun after a number ("1 line", "2 lines"). Every report and message uses these, so
+//! How counts are written for people: thousands separators, the singular or the plural
+//! of the noun after a number ("1 line", "2 lines"), and sizes in binary units. Every report and message uses these, so
 //! no output says "1 bursts".
 
 /// A count with comma thousands separators: `1,234,567`.
@@ -27,6 +27,21 @@ pub fn noun<'a>(n: u64, singular: &'a str, plural: &'a str) -> &'a str {
 /// `1 operation`, `2 operations`, `1,234 operations`.
 pub fn counted(n: u64, singular: &str, plural: &str) -> String {
     format!("{} {}", count(n), noun(n, singular, plural))
+}
+
+/// Bytes in binary units with one decimal: `512 B`, `8.0 MiB`, `1.2 GiB`.
+pub fn bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
 }
 
 #[cfg(test)]

@@ -17,10 +17,9 @@ const BLOCK_BYTES: usize = 1 << 20;
 const BLOCKS_IN_FLIGHT: usize = 4;
 
 /// A [`Write`] whose bytes are written to `W` by a thread of its own, in the order given.
-/// An error of that thread's is returned by the next `write` or `flush`, its kind kept and
-/// its text after `what` (the file's name: the thread's errors come back far from the
-/// call that opened it); `flush` returns once every byte before it is written. Dropped, it
-/// waits for the thread to write what it was given.
+/// An error of that thread's is returned by the next `write` or `flush` as it was (the
+/// caller names the file, once); `flush` returns once every byte before it is written.
+/// Dropped, it waits for the thread to write what it was given.
 pub struct Behind {
     block: Vec<u8>,
     to_writer: Option<SyncSender<Vec<u8>>>,
@@ -32,17 +31,14 @@ pub struct Behind {
 
 impl Behind {
     /// Starts the writing thread; an error when the system will not start one.
-    pub fn new<W: Write + Send + 'static>(mut out: W, what: String) -> std::io::Result<Behind> {
+    pub fn new<W: Write + Send + 'static>(mut out: W) -> std::io::Result<Behind> {
         let (to_writer, blocks) = sync_channel::<Vec<u8>>(BLOCKS_IN_FLIGHT);
         let (back, written) = sync_channel(BLOCKS_IN_FLIGHT);
         let thread = std::thread::Builder::new()
             .name("output".into())
             .spawn(move || {
                 for block in blocks {
-                    let result = out
-                        .write_all(&block)
-                        .and_then(|()| out.flush())
-                        .map_err(|e| std::io::Error::new(e.kind(), format!("{what}: {e}")));
+                    let result = out.write_all(&block).and_then(|()| out.flush());
                     let failed = result.is_err();
                     if back.send(result.map(|()| block)).is_err() || failed {
                         return;
@@ -176,7 +172,7 @@ mod tests {
             fail_after: usize::MAX,
         };
         let mut expected = Vec::new();
-        let mut writer = Behind::new(out.clone(), "a test".into()).unwrap();
+        let mut writer = Behind::new(out.clone()).unwrap();
         // Pieces from one byte to more than a block, past many blocks.
         for i in 0..120usize {
             let piece: Vec<u8> = (0..(i * 104_729) % (2 * BLOCK_BYTES + 3))
@@ -201,16 +197,13 @@ mod tests {
             bytes: Default::default(),
             fail_after: 3 * BLOCK_BYTES,
         };
-        let mut writer = Behind::new(out, "could not write 'out.csv'".into()).unwrap();
+        let mut writer = Behind::new(out).unwrap();
         let block = vec![b'x'; BLOCK_BYTES];
         let error = (0..100)
             .find_map(|_| writer.write_all(&block).err())
             .or_else(|| writer.flush().err())
             .expect("the error");
         assert_eq!(error.kind(), std::io::ErrorKind::StorageFull);
-        assert_eq!(
-            error.to_string(),
-            "could not write 'out.csv': no space left"
-        );
+        assert_eq!(error.to_string(), "no space left");
     }
 }

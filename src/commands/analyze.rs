@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 
 use crate::config::{AnalyzeConfig, JunitOnError};
 use crate::gate::condition::Origin;
-use crate::output::{junit_on_error, open_output, report_run, RowsOut};
+use crate::output::{junit_on_error, refuse_inputs_as_outputs, report_run, write_with, RowsOut};
 use crate::report::OutputFormat;
 use crate::rules::Rules;
 use crate::stats::AttemptStats;
@@ -29,6 +29,7 @@ pub fn analyze(config: AnalyzeConfig) -> Result<i32> {
 }
 
 pub fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
+    refuse_inputs_as_outputs(&config.input.paths, &config.outputs())?;
     if config.format == OutputFormat::Partial {
         return write_partial(config);
     }
@@ -118,9 +119,10 @@ pub fn write_partial(config: AnalyzeConfig) -> Result<i32> {
     let keep = analysis::Keep::Worst(summary::TIMELINES_DRAWN);
     let partial = partial::build(&mut ingested, &config.rules, &keep, false, None)?;
     drop(ingested);
-    let mut out = std::io::BufWriter::new(open_output(&config.output)?);
-    partial::format::write(&partial, &mut out)
-        .with_context(|| format!("could not write the partial to {}", config.output.display()))?;
+    write_with(&config.output, |mut out| {
+        partial::format::write(&partial, &mut out)
+            .with_context(|| format!("could not write the partial to {}", config.output.display()))
+    })?;
     Ok(partial::merge::diagnostics(std::slice::from_ref(&partial)).report())
 }
 

@@ -13,10 +13,22 @@ pub fn generate(args: cli::GenerateArgs) -> Result<i32> {
         events: output,
         expected,
     } = config::generate(args)?;
-    let out = open_output(&output)?;
-    let expected = expected.as_ref().map(open_output).transpose()?;
-    let stats =
-        generate::generate(&opts, out, expected).context("could not write the generated events")?;
+    let (out, events_file) = open_output(&output)?;
+    let (expected, expected_file) = match expected.as_ref().map(open_output).transpose()? {
+        Some((writer, file)) => (Some(writer), Some(file)),
+        None => (None, None),
+    };
+    let stats = generate::generate(&opts, out, expected).with_context(|| {
+        format!(
+            "could not write the generated events to {}",
+            output.display()
+        )
+    })?;
+    // Both complete (the writers flushed and dropped) before either is put in place.
+    events_file.finish()?;
+    if let Some(file) = expected_file {
+        file.finish()?;
+    }
     eprintln!("{}", stats.summary());
     Ok(exit_codes::SUCCESS)
 }

@@ -2,9 +2,9 @@
 
 use anyhow::{Context, Result};
 
-use crate::config::AnalyzeConfig;
+use crate::config::{AnalyzeConfig, OutputTarget};
 use crate::ingest::InputPath;
-use crate::output::{junit_on_error, report_run, RowsOut};
+use crate::output::{junit_on_error, refuse_inputs_as_outputs, report_run, RowsOut};
 use crate::{analysis, cli, config, ingest, partial, profile, summary};
 
 /// `merge`: partials → the merged analysis → the same report, gate and exit code as one
@@ -31,7 +31,13 @@ pub fn merge_run(args: cli::MergeArgs) -> Result<i32> {
 /// Reads the partials and resolves the merge's configuration: the rules are those the
 /// partials were made with (the first one's; the merge refuses others).
 fn merge_config(args: cli::MergeArgs) -> Result<(AnalyzeConfig, Vec<partial::Partial>)> {
+    let output = OutputTarget::stdout_unless(args.report.output.clone());
+    let junit = args.report.junit.clone().map(OutputTarget::from_flag);
     let merge = config::merge(args)?;
+    refuse_inputs_as_outputs(
+        &merge.partials,
+        &[("--output", Some(&output)), ("--junit", junit.as_ref())],
+    )?;
     let parts = read_partials(&merge.partials)?;
     let first = &parts[0];
     let rules = first

@@ -552,6 +552,10 @@ fn read_with(
     for note in notes {
         eprintln!("attempt-funnel: {note}");
     }
+    // Before this run spills beside them: a killed run's spill files would stay for good.
+    if let Some(budget) = budget {
+        spill::remove_abandoned(budget);
+    }
     let mut progress = Progress::new(config.progress, source::total_size(&inputs));
     let mut reader = Reader::new(config, hops);
     reader.budget = budget.cloned();

@@ -190,11 +190,11 @@ fn render(bytes: u64, total: Option<u64>, counts: Counts) -> String {
     let read = match total {
         Some(total) if total > 0 => format!(
             "{} of {} ({}%)",
-            size(bytes),
-            size(total),
+            crate::words::bytes(bytes),
+            crate::words::bytes(total),
             (bytes.min(total) * 100 / total)
         ),
-        _ => size(bytes),
+        _ => crate::words::bytes(bytes),
     };
     let events = counted(counts.events, "event", "events");
     match counts.operations {
@@ -204,21 +204,6 @@ fn render(bytes: u64, total: Option<u64>, counts: Counts) -> String {
         ),
         None => format!("attempt-funnel: read {read}, {events}"),
     }
-}
-
-/// Bytes in binary units with one decimal: `512 B`, `8.0 MiB`, `1.2 GiB`.
-fn size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
 }
 
 #[cfg(test)]
@@ -297,7 +282,7 @@ mod tests {
             (3 << 30, "3.0 GiB"),
         ];
         for (bytes, text) in sizes {
-            assert_eq!(size(bytes), text);
+            assert_eq!(crate::words::bytes(bytes), text);
         }
     }
 

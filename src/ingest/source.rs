@@ -57,6 +57,14 @@ impl Input {
         matches!(self.location, Location::File(_)) && self.size.is_some()
     }
 
+    /// The file read, when it is one (not stdin).
+    pub fn path(&self) -> Option<&Path> {
+        match &self.location {
+            Location::File(p) => Some(p),
+            Location::Stdin => None,
+        }
+    }
+
     /// An input known only by its name, of unknown size (for tests of the readers).
     #[cfg(test)]
     pub fn named(name: &str) -> Input {

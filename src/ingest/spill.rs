@@ -45,11 +45,11 @@ use std::fs::{File, OpenOptions};
 use std::hash::BuildHasher;
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, Once};
 
 use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 
+use crate::atomic;
 use crate::codec::{put_varint, unzigzag, whole_ms, zigzag};
 use crate::model::{
     partition_of, Event, EventFields, EventKind, Interner, Outcome, PointKind, SourceRef, Step,
@@ -1342,31 +1342,35 @@ pub fn spills_anyway(held_bytes: u64, read: u64, total: Option<u64>, budget: u64
 /// not decide alone.
 pub const MIN_PARSED_TO_JUDGE: u64 = 16 << 20;
 
-/// Temporary directories alive now: removed by the Ctrl-C handler before the process ends.
-static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
-static HANDLER: Once = Once::new();
+/// The name of every spill directory: `attempt-funnel-PID-N`, `PID` its run's process ID
+/// (see `crate::atomic` for how a later run tells a killed run's from a live one's).
+const DIR_PREFIX: &str = "attempt-funnel-";
 
 /// A directory of spill files, removed with them when dropped (the run ended, or stopped on
-/// an error) and when the process is interrupted (SIGINT, SIGTERM, SIGHUP).
+/// an error) and when the process is interrupted (SIGINT, SIGTERM, SIGHUP). Locked while
+/// it lives: a run killed outright leaves it unlocked, for the next run to remove
+/// ([`remove_abandoned`]).
 #[derive(Debug)]
 pub struct TempDir {
     path: PathBuf,
+    /// The directory held open: the lock that says its run lives.
+    _lock: Option<File>,
 }
 
 impl TempDir {
     fn new(base: Option<&Path>) -> Result<TempDir> {
         let base = base.map_or_else(std::env::temp_dir, Path::to_path_buf);
-        HANDLER.call_once(install_cleanup_on_signal);
         for n in 0u32.. {
-            let path = base.join(format!("attempt-funnel-{}-{n}", std::process::id()));
-            // Created and listed under one lock: an interruption between the two left the
-            // directory behind, unlisted (the handler takes the same lock).
-            let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-            match std::fs::create_dir(&path) {
-                Ok(()) => {
-                    live.push(path.clone());
-                    return Ok(TempDir { path });
-                }
+            let path = base.join(format!("{DIR_PREFIX}{}-{n}", std::process::id()));
+            let made = atomic::create_tracked(&path, atomic::Kind::Dir, |p| {
+                std::fs::create_dir(p)?;
+                // A directory that cannot be opened is still removed at the end and on a
+                // signal; after a kill -9 it is left, as it was before there were locks.
+                let lock = File::open(p).ok().filter(atomic::lock);
+                Ok(lock)
+            });
+            match made {
+                Ok(lock) => return Ok(TempDir { path, _lock: lock }),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
                 Err(e) => {
                     return Err(anyhow::Error::new(e).context(format!(
@@ -1383,47 +1387,29 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
-        let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-        live.retain(|p| p != &self.path);
+        atomic::untrack(&self.path);
     }
 }
 
-/// Removes a spill directory that the run's threads may still be writing into: each write
-/// opens its file by path, creating it again if it was removed, so the directory is first
-/// renamed aside (a file opened by its old path after that fails instead), then removed,
-/// again while a write that was already on its way left a file in it.
-fn remove_while_written(path: &Path) {
-    let aside = path.with_extension("removing");
-    let target = if std::fs::rename(path, &aside).is_ok() {
-        aside
-    } else {
-        path.to_path_buf()
-    };
-    for _ in 0..100 {
-        if std::fs::remove_dir_all(&target).is_ok() || !target.exists() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
+/// Removes the spill directories that runs killed outright (`kill -9`, out of memory) left
+/// in the budget's directory, saying so on stderr: a killed run's can hold as much as its
+/// input's events, and nothing else would ever remove them.
+pub fn remove_abandoned(budget: &Budget) {
+    let base = budget.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let removed = atomic::remove_abandoned(&base, |name| atomic::pid_after(name, DIR_PREFIX));
+    if removed.names > 0 {
+        eprintln!(
+            "attempt-funnel: removed {} ({}) in '{}' left by {}",
+            crate::words::counted(removed.names, "spill directory", "spill directories"),
+            crate::words::bytes(removed.bytes),
+            base.display(),
+            crate::words::noun(
+                removed.names,
+                "a run that was killed",
+                "runs that were killed"
+            ),
+        );
     }
-}
-
-/// On SIGINT, SIGTERM or SIGHUP: removes the live spill directories, then ends the process
-/// as the signal would have (exit status 128 + the signal's number).
-fn install_cleanup_on_signal() {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
-        return; // no handler: the files are still removed on a normal end and on errors
-    };
-    std::thread::spawn(move || {
-        if let Some(signal) = signals.forever().next() {
-            let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-            for path in live.iter() {
-                remove_while_written(path);
-            }
-            let _ = std::io::stderr().flush();
-            std::process::exit(128 + signal);
-        }
-    });
 }
 
 #[cfg(test)]
