@@ -128,14 +128,21 @@ impl std::fmt::Display for OutputIsInput {
 
 impl std::error::Error for OutputIsInput {}
 
-/// Refuses any of `outputs` (each with its flag) that is one of the files `inputs` name
-/// (directories and patterns expanded): the same file by device and inode, so a hard link
+/// Refuses, before anything is read, outputs that cannot be written: standard output
+/// closed, or any of `outputs` (each with its flag) that is one of the files `inputs` name
+/// (directories and patterns expanded) — the same file by device and inode, so a hard link
 /// to an input or another spelling of its path is caught too. Inputs that cannot be
 /// resolved are left for the reading to report.
-pub fn refuse_inputs_as_outputs(
+pub fn check_outputs(
     inputs: &[InputPath],
     outputs: &[(&'static str, Option<&OutputTarget>)],
 ) -> Result<()> {
+    if outputs
+        .iter()
+        .any(|(_, t)| *t == Some(&OutputTarget::Stdout))
+    {
+        refuse_closed_stdout()?;
+    }
     let outputs: Vec<(&'static str, &std::path::Path, FileId)> = outputs
         .iter()
         .filter_map(|&(flag, target)| match target? {

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 
 use crate::config::{AnalyzeConfig, JunitOnError};
 use crate::gate::condition::Origin;
-use crate::output::{junit_on_error, refuse_inputs_as_outputs, report_run, write_with, RowsOut};
+use crate::output::{check_outputs, junit_on_error, report_run, write_with, RowsOut};
 use crate::report::OutputFormat;
 use crate::rules::Rules;
 use crate::stats::AttemptStats;
@@ -29,7 +29,7 @@ pub fn analyze(config: AnalyzeConfig) -> Result<i32> {
 }
 
 pub fn analyze_run(config: AnalyzeConfig) -> Result<i32> {
-    refuse_inputs_as_outputs(&config.input.paths, &config.outputs())?;
+    check_outputs(&config.input.paths, &config.outputs())?;
     if config.format == OutputFormat::Partial {
         return write_partial(config);
     }

@@ -4,7 +4,7 @@ use anyhow::Result;
 
 use crate::cli::ConvertArgs;
 use crate::config::ConvertConfig;
-use crate::output::{plural, refuse_inputs_as_outputs, write_output};
+use crate::output::{check_outputs, plural, write_output};
 use crate::{config, convert, ingest};
 
 /// `convert`: read, normalize, write attempt records; bad input as for `analyze`.
@@ -14,7 +14,7 @@ pub fn convert(args: ConvertArgs) -> Result<i32> {
         hops,
         output,
     } = config::convert(args)?;
-    refuse_inputs_as_outputs(&input.paths, &[("--output", Some(&output))])?;
+    check_outputs(&input.paths, &[("--output", Some(&output))])?;
     let ingested = ingest::read_inputs(&input, &hops)?;
     let converted = convert::convert(ingested, &hops)?;
     write_output(&output, &converted.bytes)?;

@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use crate::config::{AnalyzeConfig, DiffConfig};
 use crate::ingest::InputPath;
-use crate::output::{conclude, junit_on_error, refuse_inputs_as_outputs, Report};
+use crate::output::{check_outputs, conclude, junit_on_error, Report};
 use crate::{analysis, cli, compare, config, ingest, model, partial, report, select, summary};
 
 /// `diff`: two runs (attempt logs or saved summaries), the comparison report, and the gate
@@ -23,7 +23,7 @@ fn diff_run(diff: DiffConfig) -> Result<i32> {
         after,
         changes,
     } = diff;
-    refuse_inputs_as_outputs(
+    check_outputs(
         &[
             InputPath::File(before.clone()),
             InputPath::File(after.clone()),

@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 
 use crate::config::{AnalyzeConfig, OutputTarget};
 use crate::ingest::InputPath;
-use crate::output::{junit_on_error, refuse_inputs_as_outputs, report_run, RowsOut};
+use crate::output::{check_outputs, junit_on_error, report_run, RowsOut};
 use crate::{analysis, cli, config, ingest, partial, profile, summary};
 
 /// `merge`: partials → the merged analysis → the same report, gate and exit code as one
@@ -34,7 +34,7 @@ fn merge_config(args: cli::MergeArgs) -> Result<(AnalyzeConfig, Vec<partial::Par
     let output = OutputTarget::stdout_unless(args.report.output.clone());
     let junit = args.report.junit.clone().map(OutputTarget::from_flag);
     let merge = config::merge(args)?;
-    refuse_inputs_as_outputs(
+    check_outputs(
         &merge.partials,
         &[("--output", Some(&output)), ("--junit", junit.as_ref())],
     )?;

@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use crate::config::ReplayConfig;
-use crate::output::{conclude, junit_on_error, refuse_inputs_as_outputs, Report};
+use crate::output::{check_outputs, conclude, junit_on_error, Report};
 use crate::{analysis, cli, compare, config, ingest, partial, replay, report, select, summary};
 
 /// `replay`: the observed run and the same run replayed under the candidate, through the
@@ -22,7 +22,7 @@ fn replay_run(replay: ReplayConfig) -> Result<i32> {
     } = replay;
     let mut inputs = config.input.paths.clone();
     inputs.push(ingest::InputPath::File(candidate_path.clone()));
-    refuse_inputs_as_outputs(&inputs, &config.outputs())?;
+    check_outputs(&inputs, &config.outputs())?;
     let rules = &config.rules;
     let candidate = replay::candidate::load(&candidate_path, &rules.hops)?;
     let mut ingested = ingest::read_inputs(&config.input, &rules.hops)?;
