@@ -95,6 +95,22 @@ pub struct Removed {
     pub bytes: u64,
 }
 
+impl Removed {
+    /// Says on stderr what was removed (`what`: the singular and the plural), if anything:
+    /// `removed 2 spill directories (1.2 MiB) in '/tmp' left by runs that were killed`.
+    pub fn say(self, what: (&str, &str), place: &str) {
+        if self.names == 0 {
+            return;
+        }
+        eprintln!(
+            "attempt-funnel: removed {} ({}) {place} left by {}",
+            crate::words::counted(self.names, what.0, what.1),
+            crate::words::bytes(self.bytes),
+            crate::words::noun(self.names, "a run that was killed", "runs that were killed"),
+        );
+    }
+}
+
 /// Removes the entries of `dir` that `owner` says are a run's (by the process ID it reads
 /// from the name) and that their run left behind when it was killed. Unreadable entries
 /// and ones that cannot be removed are left as they are: this is tidying, never an error.
@@ -261,19 +277,10 @@ impl AtomicFile {
                 .then(|| pid_after(entry, &prefix))
                 .flatten()
         });
-        if removed.names > 0 {
-            eprintln!(
-                "attempt-funnel: removed {} ({}) beside '{}' left by {}",
-                crate::words::counted(removed.names, "unfinished file", "unfinished files"),
-                crate::words::bytes(removed.bytes),
-                target.display(),
-                crate::words::noun(
-                    removed.names,
-                    "a run that was killed",
-                    "runs that were killed"
-                ),
-            );
-        }
+        removed.say(
+            ("unfinished file", "unfinished files"),
+            &format!("beside '{}'", target.display()),
+        );
         let pid = std::process::id();
         for n in 0u32.. {
             let temp = dir.join(format!("{prefix}{pid}-{n}{TEMP_SUFFIX}"));
@@ -358,6 +365,85 @@ impl Drop for AtomicFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::io::Write;
+
+    /// A fresh directory for one test, removed at its end.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir()
+                .join(format!("attempt-funnel-unit-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir(&dir).unwrap();
+            Scratch(dir)
+        }
+
+        fn names(&self) -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(&self.0)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn write(file: &AtomicFile, bytes: &[u8]) {
+        file.writer().unwrap().write_all(bytes).unwrap();
+    }
+
+    #[test]
+    fn a_file_takes_its_name_only_when_committed_and_a_dropped_one_leaves_the_earlier() {
+        let dir = Scratch::new("commit");
+        let target = dir.0.join("out.txt");
+        std::fs::write(&target, "earlier").unwrap();
+        let file = AtomicFile::create(&target).unwrap();
+        write(&file, b"new, unfinished");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "earlier");
+        assert_eq!(dir.names().len(), 2, "{:?}", dir.names());
+        drop(file);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "earlier");
+        assert_eq!(dir.names(), ["out.txt"]);
+
+        let file = AtomicFile::create(&target).unwrap();
+        write(&file, b"new");
+        file.commit().unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        assert_eq!(dir.names(), ["out.txt"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_to_a_file_stays_a_link_and_a_device_is_written_in_place() {
+        let dir = Scratch::new("link");
+        let real = dir.0.join("real.txt");
+        let link = dir.0.join("link.txt");
+        std::fs::write(&real, "earlier").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let file = AtomicFile::create(&link).unwrap();
+        write(&file, b"new");
+        file.commit().unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+        assert_eq!(dir.names(), ["link.txt", "real.txt"]);
+
+        let null = AtomicFile::create(Path::new("/dev/null")).unwrap();
+        write(&null, b"gone");
+        null.commit().unwrap();
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
+    }
 
     #[test]
     fn the_process_id_is_read_from_a_name_after_its_prefix() {

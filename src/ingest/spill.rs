@@ -1397,19 +1397,10 @@ impl Drop for TempDir {
 pub fn remove_abandoned(budget: &Budget) {
     let base = budget.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
     let removed = atomic::remove_abandoned(&base, |name| atomic::pid_after(name, DIR_PREFIX));
-    if removed.names > 0 {
-        eprintln!(
-            "attempt-funnel: removed {} ({}) in '{}' left by {}",
-            crate::words::counted(removed.names, "spill directory", "spill directories"),
-            crate::words::bytes(removed.bytes),
-            base.display(),
-            crate::words::noun(
-                removed.names,
-                "a run that was killed",
-                "runs that were killed"
-            ),
-        );
-    }
+    removed.say(
+        ("spill directory", "spill directories"),
+        &format!("in '{}'", base.display()),
+    );
 }
 
 #[cfg(test)]
