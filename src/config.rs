@@ -141,7 +141,7 @@ pub struct MergeConfig {
 pub struct GateConfig {
     pub conditions: Vec<Condition>,
     pub report_only: bool,
-    /// `--allow-empty`: conditions over zero operations pass instead of exiting 2.
+    /// `--allow-empty`: a run over zero operations exits 0 (and its gate passes) instead of 2.
     pub allow_empty: bool,
     /// `--junit`: where the JUnit XML goes, when asked for.
     pub junit: Option<OutputTarget>,
