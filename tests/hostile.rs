@@ -425,6 +425,7 @@ fn millions_of_bad_lines_are_counted_not_kept() {
         &[
             OsStr::new("analyze"),
             OsStr::new("--skip-invalid"),
+            OsStr::new("--allow-empty"),
             file.path().as_os_str(),
         ],
         None,
