@@ -306,9 +306,10 @@ pub struct ReportArgs {
     #[arg(long)]
     pub report_only: bool,
 
-    /// Let the gate pass over an input without a single valid attempt. Without it, failure
-    /// conditions over zero operations exit 2 ("no attempts read"): a pipeline that lost
-    /// its logs must not look green.
+    /// Accept an input without a single valid attempt (exit 0, and a gate over it passes).
+    /// Without it, such a run exits 2 ("no attempts read from …"), gate or not: a pipeline
+    /// that lost its logs, or a wrong `kubectl` selector, must not look like a healthy
+    /// system.
     #[arg(long)]
     pub allow_empty: bool,
 

@@ -151,7 +151,7 @@ pub struct MergeConfig {
 pub struct GateConfig {
     pub conditions: Vec<Condition>,
     pub report_only: bool,
-    /// `--allow-empty`: conditions over zero operations pass instead of exiting 2.
+    /// `--allow-empty`: a run over zero operations exits 0 (and its gate passes) instead of 2.
     pub allow_empty: bool,
     /// `--junit`: where the JUnit XML goes, when asked for.
     pub junit: Option<OutputTarget>,
@@ -182,6 +182,12 @@ pub fn analyze(args: AnalyzeCommand) -> Result<AnalyzeConfig> {
             .unwrap_or(ingest::spill::DEFAULT_MEMORY_LIMIT),
         temp_dir: memory.temp_dir,
     };
+    if budget.limit_bytes < memory_floor() {
+        anyhow::bail!(
+            "--memory-limit of {} bytes: the smallest limit is 64MiB (a run needs that much of its own beside the events it budgets), e.g. --memory-limit 256MiB",
+            crate::words::count(budget.limit_bytes)
+        );
+    }
     if memory.memory_limit.is_some() && analyze.report.format == OutputFormat::Partial {
         anyhow::bail!(
             "--format partial holds its partition's events in memory and does not take --memory-limit: make each partition smaller with --partition K/N"
@@ -193,6 +199,20 @@ pub fn analyze(args: AnalyzeCommand) -> Result<AnalyzeConfig> {
     let mut config = run_config(analyze, &policy, rules)?;
     config.input.budget = Some(budget);
     Ok(config)
+}
+
+/// The environment variable that lowers the smallest `--memory-limit`
+/// ([`ingest::spill::MIN_MEMORY_LIMIT`]; a size, as the flag takes): the tests spill
+/// inputs of a few kilobytes through the same path as gigabytes. Below the default floor,
+/// the process's peak is no longer within the limit plus that floor.
+pub const MEMORY_FLOOR_ENV: &str = "ATTEMPT_FUNNEL_MEMORY_FLOOR";
+
+/// The smallest `--memory-limit` this run accepts.
+fn memory_floor() -> u64 {
+    std::env::var(MEMORY_FLOOR_ENV)
+        .ok()
+        .and_then(|size| crate::cli::parse_size(&size).ok())
+        .unwrap_or(ingest::spill::MIN_MEMORY_LIMIT)
 }
 
 /// `show` resolves its rules exactly as `analyze` does, from the same flags and policy.
@@ -452,9 +472,10 @@ fn with_flags(mut rules: Rules, flags: &RuleArgs, policy: &Policy) -> Result<Rul
     }
     let window = flags.burst_window.unwrap_or(rules.burst.window_ms);
     let min_ops = flags.burst_min_ops.unwrap_or(rules.burst.min_ops);
-    if !rules::duration_is_valid(window) {
+    if !rules::burst_window_is_valid(window) {
         anyhow::bail!(
-            "--burst-window must be a positive number of milliseconds, e.g. --burst-window 50"
+            "--burst-window {window}: the window is {}, e.g. --burst-window 50",
+            rules::BURST_WINDOW_RANGE
         );
     }
     if min_ops < rules::FEWEST_BURST_OPS {

@@ -73,7 +73,7 @@ pub fn report_run(
 ) -> Result<i32> {
     let summary = summary::summarize(&analysis, &config.rules)?;
     stages.mark("summary");
-    let verdict = (!config.gate.conditions.is_empty()).then(|| {
+    let mut verdict = (!config.gate.conditions.is_empty()).then(|| {
         gate::evaluate(
             &config.gate.conditions,
             &summary,
@@ -83,6 +83,7 @@ pub fn report_run(
             config.gate.report_only,
         )
     });
+    let failure = judge(&mut verdict, config, &[&analysis]);
     let report = match out.rows {
         // Written as the merge made them: the last batch and the file's end remain.
         Some(rows) => Report::Written(
@@ -96,7 +97,13 @@ pub fn report_run(
             &config.style,
         )?),
     };
-    let code = conclude(report, verdict.as_ref(), config, &[&analysis]);
+    let code = conclude(
+        report,
+        verdict.as_ref(),
+        failure.as_ref(),
+        config,
+        &[&analysis],
+    );
     stages.mark("report");
     code
 }
@@ -250,20 +257,59 @@ impl<W: Write> Write for ClosedPipe<W> {
     }
 }
 
+/// Why the run exits 2 on what it read, if it does: bad lines that `--skip-invalid` did not
+/// accept, or no attempt at all (unless `--allow-empty`: a pipeline that lost its logs, or a
+/// wrong `kubectl` selector, must not look like a healthy system; a `diff` needs both
+/// sides). Decided once, before the report is rendered, and marked on the gate's verdict so
+/// that every format, stderr and the JUnit file say the same.
+pub fn judge(
+    verdict: &mut Option<gate::GateReport>,
+    config: &AnalyzeConfig,
+    analyses: &[&analysis::Analysis],
+) -> Option<gate::RunError> {
+    let failure = analyses
+        .iter()
+        .find_map(|a| input_error(&a.diagnostics))
+        .or_else(|| {
+            let empty = analyses.iter().find(|a| a.tally.operations == 0)?;
+            (!config.gate.allow_empty).then(|| no_attempts(empty))
+        });
+    if let (Some(verdict), Some(failure)) = (verdict.as_mut(), &failure) {
+        verdict.mark_inconclusive(failure);
+    }
+    failure
+}
+
+/// What an input without a single attempt read: its files and lines.
+fn no_attempts(analysis: &analysis::Analysis) -> gate::RunError {
+    let files = match analysis.files.as_slice() {
+        [] => "the input".to_string(),
+        [one] => format!("'{one}'"),
+        [first, rest @ ..] => format!(
+            "'{first}' and {}",
+            words::counted(rest.len() as u64, "other file", "other files")
+        ),
+    };
+    let message = format!(
+        "no attempts read from {files} ({}, none an attempt event)",
+        words::counted(analysis.lines_read, "line", "lines")
+    );
+    gate::RunError {
+        detail: format!("attempt-funnel: {message}; {NO_ATTEMPTS_FIX}"),
+        message,
+    }
+}
+
 /// The end of a run that may gate: the JUnit file, the report, the gate's lines, duplicate
 /// events and bad input lines on stderr, and the exit code they add up to. `analyses`: the
-/// runs read from input (both sides of a `diff`).
+/// runs read from input (both sides of a `diff`); `failure`: what [`judge`] found.
 pub fn conclude(
     report: Report,
     verdict: Option<&gate::GateReport>,
+    failure: Option<&gate::RunError>,
     config: &AnalyzeConfig,
     analyses: &[&analysis::Analysis],
 ) -> Result<i32> {
-    // Every condition holds vacuously over nothing: a pipeline that lost its logs, or read
-    // only garbage under --skip-invalid, must not look green (a `diff` needs both sides).
-    let empty_gate = verdict.is_some()
-        && !config.gate.allow_empty
-        && analyses.iter().any(|a| a.tally.operations == 0);
     // The JUnit file first: it must not depend on the report's reader (per-operation rows
     // were written as the merge made them, before the verdict existed).
     if let Some(target) = &config.gate.junit {
@@ -275,15 +321,7 @@ pub fn conclude(
             );
         }
         let empty = gate::GateReport::without_conditions(config.gate.report_only);
-        let no_attempts = empty_gate.then(|| gate::RunError {
-            message: NO_ATTEMPTS.to_string(),
-            detail: format!("attempt-funnel: gate: {NO_ATTEMPTS}"),
-        });
-        let input = analyses
-            .iter()
-            .find_map(|a| input_error(&a.diagnostics))
-            .or(no_attempts);
-        let xml = gate::junit_xml(verdict.unwrap_or(&empty), input.as_ref());
+        let xml = gate::junit_xml(verdict.unwrap_or(&empty), failure);
         ignore_closed_pipe(write_output(target, xml.as_bytes()))?;
     }
     // A closed stdout ends the report, not the run: the verdict and the exit code follow.
@@ -293,7 +331,7 @@ pub fn conclude(
         for line in gate::log_lines(report, config.stderr_color) {
             eprintln!("{line}");
         }
-        if !report.passed && !report.report_only {
+        if report.fails_run() {
             code = exit_codes::THRESHOLD_BREACHED;
         }
     }
@@ -317,8 +355,14 @@ pub fn conclude(
         // An input error outranks a breach: the verdict was reached on incomplete input.
         code = code.max(analysis.diagnostics.report());
     }
-    if empty_gate {
-        eprintln!("attempt-funnel: gate: {NO_ATTEMPTS}");
+    if let Some(failure) = failure {
+        // Bad lines were printed above, by their diagnostics; an empty input says so here.
+        if analyses
+            .iter()
+            .all(|a| input_error(&a.diagnostics).is_none())
+        {
+            eprintln!("{}", failure.detail);
+        }
         code = exit_codes::ERROR;
     }
     report_written?;
@@ -354,8 +398,9 @@ pub fn junit_on_error(junit: Option<JunitOnError>, result: Result<i32>) -> Resul
     })
 }
 
-/// Why a gate over zero operations fails (`--allow-empty` lets it pass).
-pub const NO_ATTEMPTS: &str = "no attempts read, so no condition could be checked: the input holds no valid attempt event (pass --allow-empty if an empty input is fine)";
+/// How to accept a run over no attempts.
+const NO_ATTEMPTS_FIX: &str =
+    "check the input and the key mapping (--preset, --field), or pass --allow-empty if an empty input is fine";
 
 /// The run failed on its input when it has bad lines that `--skip-invalid` did not accept:
 /// the verdict covers the good lines only, and JUnit says so.

@@ -175,16 +175,18 @@ impl Policy {
             .find(|(_, ms)| !crate::rules::duration_is_valid(**ms))
         {
             return Err(format!(
-                "deadlines.{hop} = {ms}: a deadline is a positive number of milliseconds"
+                "deadlines.{hop} = {ms}: a deadline is {}",
+                crate::rules::DURATION_RANGE
             ));
         }
         if let Some(w) = self
             .burst
             .window_ms
-            .filter(|&w| !crate::rules::duration_is_valid(w))
+            .filter(|&w| !crate::rules::burst_window_is_valid(w))
         {
             return Err(format!(
-                "burst.window_ms = {w}: must be a positive number of milliseconds"
+                "burst.window_ms = {w}: the window is {}",
+                crate::rules::BURST_WINDOW_RANGE
             ));
         }
         if let Some(base) = self.attempt_base.filter(|&b| b > 1) {

@@ -44,9 +44,31 @@ pub fn budget_is_valid(attempts: u32) -> bool {
     attempts >= 1
 }
 
-/// A deadline, and the burst window: a positive, finite number of milliseconds.
+/// The finest time an input carries: OTLP's nanoseconds, a millionth of a millisecond. A
+/// deadline or burst window below it cannot be told from zero, and a subnormal window
+/// breaks the burst search's arithmetic (a window's own share of the trace rounds to 0).
+pub const FINEST_DURATION_MS: Millis = 1e-6;
+
+/// The widest burst window: a day. Retries that start hours apart are not synchronized in
+/// any sense a retry storm is, and a wider window would call a whole trace one burst.
+pub const WIDEST_BURST_WINDOW_MS: Millis = 86_400_000.0;
+
+/// How every way in words the range of a duration: what [`duration_is_valid`] accepts.
+pub const DURATION_RANGE: &str = "a number of milliseconds of at least 0.000001 (1 ns)";
+
+/// How every way in words the range of the burst window: what [`burst_window_is_valid`]
+/// accepts.
+pub const BURST_WINDOW_RANGE: &str =
+    "a number of milliseconds from 0.000001 (1 ns) to 86400000 (a day)";
+
+/// A deadline: a finite number of milliseconds, no finer than any input's clock.
 pub fn duration_is_valid(ms: Millis) -> bool {
-    ms.is_finite() && ms > 0.0
+    ms.is_finite() && ms >= FINEST_DURATION_MS
+}
+
+/// The burst window: a duration of at most a day.
+pub fn burst_window_is_valid(ms: Millis) -> bool {
+    duration_is_valid(ms) && ms <= WIDEST_BURST_WINDOW_MS
 }
 
 /// The hops in order, upstream first. Indexes into it are the `hop: u16` of every event.
@@ -209,11 +231,11 @@ impl Rules {
             .zip(&self.deadlines)
             .find_map(|(hop, d)| d.filter(|&ms| !duration_is_valid(ms)).map(|ms| (hop, ms)))
         {
-            bail!("the deadline at {hop} is {ms} ms; a deadline is a positive number of milliseconds (--deadline, policy [deadlines])");
+            bail!("the deadline at {hop} is {ms} ms; a deadline is {DURATION_RANGE} (--deadline, policy [deadlines])");
         }
-        if !duration_is_valid(self.burst.window_ms) {
+        if !burst_window_is_valid(self.burst.window_ms) {
             bail!(
-                "the burst window is {} ms; it is a positive number of milliseconds (--burst-window, policy [burst] window_ms)",
+                "the burst window is {} ms; it is {BURST_WINDOW_RANGE} (--burst-window, policy [burst] window_ms)",
                 self.burst.window_ms
             );
         }
@@ -265,7 +287,11 @@ impl Rules {
                 .parse()
                 .ok()
                 .filter(|&ms| duration_is_valid(ms))
-                .with_context(|| format!("{flag} {spec:?}: MS must be a positive number of milliseconds, e.g. --deadline {hop}=2000"))?;
+                .with_context(|| {
+                    format!(
+                        "{flag} {spec:?}: MS must be {DURATION_RANGE}, e.g. --deadline {hop}=2000"
+                    )
+                })?;
             self.deadlines[index as usize] = Some(ms);
         }
         Ok(())
@@ -320,8 +346,8 @@ mod tests {
         assert_eq!(rules.deadlines, vec![None, Some(250.5), None, None]);
         for (spec, expected) in [
             ("gateway", "expected HOP=MS"),
-            ("gateway=0", "positive number"),
-            ("gateway=inf", "positive number"),
+            ("gateway=0", "at least 0.000001"),
+            ("gateway=inf", "at least 0.000001"),
             ("edge=5", "unknown hop \"edge\""),
         ] {
             let err = format!(

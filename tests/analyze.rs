@@ -866,8 +866,14 @@ fn table_report_shows_the_funnel_per_hop_and_the_worst_operations() {
 fn table_report_of_an_empty_input_still_renders() {
     let empty = TempFile::new("empty.jsonl", b"");
     let run = analyze(&[empty.path()]);
-    run.expect_code(0).expect_no_crash("empty table");
+    // No attempt read is an input error, said on stderr, but the report is still whole.
+    run.expect_code(2).expect_no_crash("empty table");
     assert!(run.stdout_text().contains("Funnel per hop"));
+    assert!(
+        run.stderr.contains("no attempts read from '") && run.stderr.contains("(0 lines"),
+        "{}",
+        run.stderr
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1354,7 +1360,7 @@ fn a_binary_file_never_panics() {
 }
 
 #[test]
-fn an_empty_file_is_zero_operations_not_an_error() {
+fn an_empty_file_is_zero_operations_and_exit_2_unless_allowed() {
     for (name, contents) in [
         ("empty.jsonl", &b""[..]),
         ("blank.jsonl", &b"\n\n   \n\t\n\r\n\n"[..]),
@@ -1366,7 +1372,16 @@ fn an_empty_file_is_zero_operations_not_an_error() {
             "json".as_ref(),
             file.path().as_os_str(),
         ]);
+        run.expect_code(2);
+        assert!(run.stderr.contains("no attempts read"), "{}", run.stderr);
+        let run = analyze(&[
+            std::ffi::OsStr::new("--format"),
+            "json".as_ref(),
+            "--allow-empty".as_ref(),
+            file.path().as_os_str(),
+        ]);
         run.expect_code(0);
+        assert!(run.stderr.is_empty(), "{}", run.stderr);
         let summary = decode_summary(&run.stdout);
         assert_eq!(summary.operations, 0, "{name}");
         assert_eq!(summary.input.bad_lines, 0, "{name}");
@@ -1376,7 +1391,7 @@ fn an_empty_file_is_zero_operations_not_an_error() {
             .iter()
             .all(|c| c.operations == 0 && c.share == 0.0));
         assert!(summary.hops.iter().all(|h| h.amplification == 0.0));
-        let rows = analyze_rows(&[file.path()], &[]);
+        let rows = analyze_rows(&[file.path()], &["--allow-empty"]);
         assert!(rows.is_empty(), "{name}");
     }
 }

@@ -425,6 +425,7 @@ fn millions_of_bad_lines_are_counted_not_kept() {
         &[
             OsStr::new("analyze"),
             OsStr::new("--skip-invalid"),
+            OsStr::new("--allow-empty"),
             file.path().as_os_str(),
         ],
         None,
@@ -847,6 +848,109 @@ fn a_gate_over_no_attempts_fails_unless_empty_input_is_allowed() {
         run.expect_code(0);
         assert!(!run.stderr.contains("no attempts read"), "{}", run.stderr);
     }
+}
+
+#[test]
+fn a_run_that_exits_2_on_its_input_never_says_its_gate_passed() {
+    // Two good lines of one healthy operation, then one bad line: every condition holds on
+    // what was read, yet the run exits 2, so no format may read green.
+    let input = concat!(
+        r#"{"operation_id":"a","hop":"caller","attempt":1,"start_ms":0,"finish_ms":5,"outcome":"ok"}"#,
+        "\n",
+        r#"{"operation_id":"a","hop":"dependency","attempt":1,"start_ms":1,"finish_ms":4,"outcome":"ok"}"#,
+        "\n",
+        "not an attempt {\n",
+    )
+    .as_bytes()
+    .to_vec();
+    let dir = TempDir::new("inconclusive");
+    let junit = dir.path.join("gate.xml");
+    for format in ["table", "markdown", "json", "html"] {
+        let run = run_guarded(
+            &[
+                "analyze".as_ref(),
+                "--fail-on".as_ref(),
+                "nested-retry > 0".as_ref(),
+                "--format".as_ref(),
+                format.as_ref(),
+                "--junit".as_ref(),
+                junit.as_os_str(),
+            ],
+            Some(input.clone()),
+            None,
+        );
+        run.expect_code(2);
+        let out = run.stdout_text();
+        assert!(!out.contains("Gate: passed"), "{format}: {out}");
+        assert!(
+            run.stderr.contains("gate not conclusive: 1 bad input line"),
+            "{format}: {}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("gate passed"), "{}", run.stderr);
+        match format {
+            "json" => {
+                let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
+                assert_eq!(doc["gate"]["passed"], false, "{out}");
+                assert!(
+                    doc["gate"]["inconclusive"]
+                        .as_str()
+                        .is_some_and(|why| why.contains("1 bad input line")),
+                    "{out}"
+                );
+            }
+            _ => assert!(out.contains("Gate: not conclusive"), "{format}: {out}"),
+        }
+        let xml = std::fs::read_to_string(&junit).expect("JUnit file");
+        assert!(xml.contains("errors=\"1\""), "{xml}");
+    }
+    // The same input read under --skip-invalid is conclusive: the gate passes, exit 0.
+    let run = run_guarded(
+        &[
+            "analyze",
+            "--fail-on",
+            "nested-retry > 0",
+            "--format",
+            "markdown",
+            "--skip-invalid",
+        ],
+        Some(input),
+        None,
+    );
+    run.expect_code(0);
+    assert!(
+        run.stdout_text().contains("### Gate: passed"),
+        "{}",
+        run.stdout_text()
+    );
+}
+
+#[test]
+fn an_empty_input_exits_2_naming_what_was_read_gate_or_not() {
+    let dir = TempDir::new("empty-input");
+    let file = dir.path.join("selector-matched-nothing.jsonl");
+    std::fs::write(&file, "").unwrap();
+    let run = run_guarded(&["analyze".as_ref(), file.as_os_str()], None, None);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("no attempts read from '")
+            && run
+                .stderr
+                .contains("selector-matched-nothing.jsonl' (0 lines"),
+        "{}",
+        run.stderr
+    );
+    let run = run_guarded(
+        &[
+            "analyze".as_ref(),
+            "--allow-empty".as_ref(),
+            file.as_os_str(),
+        ],
+        None,
+        None,
+    );
+    run.expect_code(0);
+    assert!(run.stderr.is_empty(), "{}", run.stderr);
 }
 
 // --- terminal and document injection -----------------------------------------------------------

@@ -469,6 +469,7 @@ fn progress_appears_on_a_terminal_and_is_cleared() {
             .args(["-q", "-e", "-c", &shell, "/dev/null"])
             .current_dir(root())
             .env_remove("CI")
+            .env(MEMORY_FLOOR.0, MEMORY_FLOOR.1)
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|e| panic!("this test needs `script` from util-linux to make a pseudo-terminal ({e}); install it (apt-get install util-linux)"));

@@ -150,6 +150,7 @@ fn analyze_env(args: &[OsString], env: &[(&str, &str)]) -> Run {
     let out = Command::new(BIN)
         .arg("analyze")
         .args(args)
+        .env(MEMORY_FLOOR.0, MEMORY_FLOOR.1)
         .envs(env.iter().copied())
         .current_dir(root())
         .stdin(Stdio::null())
@@ -360,6 +361,7 @@ fn more_partitions_than_the_soft_open_files_limit_merge() {
             None => Command::new(BIN),
         };
         let out = command
+            .env(MEMORY_FLOOR.0, MEMORY_FLOOR.1)
             .arg("analyze")
             .args(["--format", "csv", "--memory-limit", limit, "--temp-dir"])
             .arg(&dir.path)
@@ -416,6 +418,7 @@ fn an_operation_larger_than_a_partition_is_analysed_whole() {
         let path = dir.path.join(format!("rows-{limit}-{stdin}.csv"));
         let mut command = Command::new(BIN);
         command
+            .env(MEMORY_FLOOR.0, MEMORY_FLOOR.1)
             .arg("analyze")
             .args(["--format", "csv", "--memory-limit", limit, "--temp-dir"])
             .arg(&dir.path)
@@ -476,6 +479,26 @@ fn an_unwritable_temp_dir_is_a_clear_error() {
 }
 
 #[test]
+fn a_memory_limit_below_the_floor_is_a_usage_error() {
+    // Without the tests' lower floor: below 64MiB the run's own memory, not the limit,
+    // would bound the process (and `--memory-limit 1` made a partition of every event).
+    let out = Command::new(BIN)
+        .args([
+            "analyze",
+            "--memory-limit",
+            "16MiB",
+            "fixtures/incident.jsonl",
+        ])
+        .env_remove(MEMORY_FLOOR.0)
+        .current_dir(root())
+        .output()
+        .expect("run attempt-funnel");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the smallest limit is 64MiB"), "{stderr}");
+}
+
+#[test]
 fn a_memory_limit_that_is_not_a_size_is_a_usage_error() {
     let run = analyze(&["--memory-limit", "lots", "fixtures/incident.jsonl"]);
     run.expect_code(2);
@@ -497,6 +520,7 @@ fn ctrl_c_while_spilling_removes_the_spill_directory() {
         .clone();
     assert!(lines.len() > 9 << 20, "{} bytes", lines.len());
     let mut child = Command::new(BIN)
+        .env(MEMORY_FLOOR.0, MEMORY_FLOOR.1)
         .args(["analyze", "--memory-limit", "1K", "--temp-dir"])
         .arg(&spill.path)
         .current_dir(root())

@@ -254,8 +254,8 @@ fn deadline_findings_are_shown_in_every_report_format() {
 fn a_bad_deadline_is_a_usage_error_naming_the_flag_or_key() {
     for (args, expected) in [
         (vec!["--deadline", "caller"], "expected HOP=MS"),
-        (vec!["--deadline", "caller=0"], "positive number"),
-        (vec!["--deadline", "caller=soon"], "positive number"),
+        (vec!["--deadline", "caller=0"], "at least 0.000001"),
+        (vec!["--deadline", "caller=soon"], "at least 0.000001"),
         (vec!["--deadline", "cache=100"], "unknown hop \"cache\""),
     ] {
         let mut all = args.clone();

@@ -6,7 +6,7 @@ use anyhow::Result;
 
 use crate::config::{AnalyzeConfig, DiffConfig};
 use crate::ingest::InputPath;
-use crate::output::{check_outputs, conclude, junit_on_error, Report};
+use crate::output::{check_outputs, conclude, judge, junit_on_error, Report};
 use crate::{analysis, cli, compare, config, ingest, model, partial, report, select, summary};
 
 /// `diff`: two runs (attempt logs or saved summaries), the comparison report, and the gate
@@ -53,6 +53,12 @@ fn diff_run(diff: DiffConfig) -> Result<i32> {
         None,
     );
     comparison.gate = gate;
+    let analyses: Vec<&analysis::Analysis> = [first.analysis(), second.analysis()]
+        .into_iter()
+        .flatten()
+        .map(|c| &c.analysis)
+        .collect();
+    let failure = judge(&mut comparison.gate, &config, &analyses);
     let bytes = report::render_comparison(
         config.format,
         &comparison,
@@ -61,14 +67,10 @@ fn diff_run(diff: DiffConfig) -> Result<i32> {
         rules,
         &config.style,
     )?;
-    let analyses: Vec<&analysis::Analysis> = [first.analysis(), second.analysis()]
-        .into_iter()
-        .flatten()
-        .map(|c| &c.analysis)
-        .collect();
     conclude(
         Report::Bytes(bytes),
         comparison.gate.as_ref(),
+        failure.as_ref(),
         &config,
         &analyses,
     )

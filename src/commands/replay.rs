@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use crate::config::ReplayConfig;
-use crate::output::{check_outputs, conclude, junit_on_error, Report};
+use crate::output::{check_outputs, conclude, judge, junit_on_error, Report};
 use crate::{analysis, cli, compare, config, ingest, partial, replay, report, select, summary};
 
 /// `replay`: the observed run and the same run replayed under the candidate, through the
@@ -95,6 +95,7 @@ fn replay_run(replay: ReplayConfig) -> Result<i32> {
         Some(facts),
     );
     comparison.gate = gate;
+    let failure = judge(&mut comparison.gate, &config, &[&observed]);
     let bytes = report::render_comparison(
         config.format,
         &comparison,
@@ -106,6 +107,7 @@ fn replay_run(replay: ReplayConfig) -> Result<i32> {
     conclude(
         Report::Bytes(bytes),
         comparison.gate.as_ref(),
+        failure.as_ref(),
         &config,
         &[&observed],
     )

@@ -243,6 +243,7 @@ pub fn gate(
     Ok(Some(crate::gate::GateReport {
         passed: thresholds.iter().all(|t| !t.breached),
         report_only,
+        inconclusive: None,
         thresholds,
     }))
 }

@@ -100,11 +100,47 @@ impl ThresholdResult {
 /// The gate's verdict over all conditions.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct GateReport {
-    /// No condition breached.
+    /// No condition breached, and the run's input was whole enough to say so (false when
+    /// [`GateReport::inconclusive`] is set: a JSON reader checking `passed` alone must not
+    /// read green on a run that exits 2).
     pub passed: bool,
     /// Breaches are reported but do not fail the run (`--report-only`).
     pub report_only: bool,
+    /// Why the thresholds, though measured, decide nothing: the run exits 2 on its input
+    /// (bad lines, no attempts read). Absent on a conclusive verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inconclusive: Option<String>,
     pub thresholds: Vec<ThresholdResult>,
+}
+
+/// The gate's verdict in one word, as every format and stderr print it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Passed,
+    Failed,
+    /// Breached under `--report-only`: reported, not failing.
+    WouldFail,
+    /// The run exits 2 on its input: the thresholds decide nothing.
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Passed => "passed",
+            Verdict::Failed => "FAILED",
+            Verdict::WouldFail => "would fail (report only)",
+            Verdict::Inconclusive => "not conclusive",
+        }
+    }
+
+    pub fn tone(self) -> Tone {
+        match self {
+            Verdict::Passed => Tone::Good,
+            Verdict::Failed => Tone::Bad,
+            Verdict::WouldFail | Verdict::Inconclusive => Tone::Warning,
+        }
+    }
 }
 
 impl GateReport {
@@ -113,8 +149,29 @@ impl GateReport {
         GateReport {
             passed: true,
             report_only,
+            inconclusive: None,
             thresholds: Vec::new(),
         }
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        match (&self.inconclusive, self.passed, self.report_only) {
+            (Some(_), _, _) => Verdict::Inconclusive,
+            (None, true, _) => Verdict::Passed,
+            (None, false, false) => Verdict::Failed,
+            (None, false, true) => Verdict::WouldFail,
+        }
+    }
+
+    /// The run exits 2 on its input (`why`): the verdict says so in every format.
+    pub fn mark_inconclusive(&mut self, why: &RunError) {
+        self.passed = false;
+        self.inconclusive = Some(why.message.clone());
+    }
+
+    /// Whether the verdict alone fails the run (exit 1).
+    pub fn fails_run(&self) -> bool {
+        self.verdict() == Verdict::Failed
     }
 }
 
@@ -136,6 +193,7 @@ pub fn evaluate(
     GateReport {
         passed: thresholds.iter().all(|t| !t.breached),
         report_only,
+        inconclusive: None,
         thresholds,
     }
 }
@@ -408,20 +466,24 @@ fn xml_escape(s: &str) -> String {
 /// The lines printed to stderr: the verdict, then one line per threshold. With `color`, the
 /// verdict and each result word are coloured (green passed, red failed, yellow would fail).
 pub fn log_lines(report: &GateReport, color: bool) -> Vec<String> {
-    let passed = Tone::Good.paint_if(color, "passed");
-    let failed = Tone::Bad.paint_if(color, "FAILED");
-    let would_fail = Tone::Warning.paint_if(color, "would fail");
     let ok = Tone::Good.paint_if(color, "ok");
     let breached_word = Tone::Bad.paint_if(color, "BREACHED");
     let breached = report.thresholds.iter().filter(|t| t.breached).count();
     let total = report.thresholds.len();
     let thresholds = noun(total as u64, "threshold", "thresholds");
-    let mut lines = vec![match (report.passed, report.report_only) {
-        (true, _) if total == 1 => format!("attempt-funnel: gate {passed}: 1 threshold within its limit"),
-        (true, _) => format!("attempt-funnel: gate {passed}: {total} thresholds within limits"),
-        (false, false) => format!("attempt-funnel: gate {failed}: {breached} of {total} {thresholds} breached"),
-        (false, true) => format!(
-            "attempt-funnel: gate {would_fail}: {breached} of {total} {thresholds} breached (--report-only: not failing)"
+    let verdict = report.verdict();
+    let word = verdict.tone().paint_if(color, verdict.word());
+    let mut lines = vec![match verdict {
+        Verdict::Passed if total == 1 => format!("attempt-funnel: gate {word}: 1 threshold within its limit"),
+        Verdict::Passed => format!("attempt-funnel: gate {word}: {total} thresholds within limits"),
+        Verdict::Failed => format!("attempt-funnel: gate {word}: {breached} of {total} {thresholds} breached"),
+        Verdict::WouldFail => format!(
+            "attempt-funnel: gate {}: {breached} of {total} {thresholds} breached (--report-only: not failing)",
+            Tone::Warning.paint_if(color, "would fail")
+        ),
+        Verdict::Inconclusive => format!(
+            "attempt-funnel: gate {word}: {}; {breached} of {total} {thresholds} breached on what was read",
+            report.inconclusive.as_deref().unwrap_or_default()
         ),
     }];
     // Operation IDs come from the input, and a condition from the command line: escaped,
@@ -455,6 +517,7 @@ mod tests {
         let report = GateReport {
             passed: false,
             report_only: false,
+            inconclusive: None,
             thresholds: vec![ThresholdResult {
                 condition: "amplification@caller < 1.5".to_string(),
                 origin: Origin::Flag,

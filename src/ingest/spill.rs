@@ -62,6 +62,13 @@ use crate::model::{
 /// about 350 k operations of a typical log never touch the disk.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 1 << 30;
 
+/// The smallest `--memory-limit`: 64 MiB. Beside the events it budgets, a run holds a part
+/// of its own that no limit shrinks (the program, thread stacks, read-ahead and
+/// write-behind buffers, the allocator's arenas, the merge's heads), up to about
+/// [`MIN_MEMORY_LIMIT`] more again: below it that part, not the limit, would bound the
+/// process, and a limit of a few bytes would make a partition of every few events.
+pub const MIN_MEMORY_LIMIT: u64 = 64 << 20;
+
 /// The events read (with their strings and operation table) may hold this share of the
 /// memory limit, 1/8, before they are spilled; a partition read back may hold as much. The
 /// analysis of a partition takes about as much again (the grouping index, the per-operation

@@ -248,11 +248,7 @@ pub fn headline(s: &Summary) -> String {
 
 /// The gate's verdict and one row per threshold.
 pub(super) fn gate_section(gate: &GateReport) -> Section {
-    let verdict = match (gate.passed, gate.report_only) {
-        (true, _) => "passed",
-        (false, false) => "FAILED",
-        (false, true) => "would fail (report only)",
-    };
+    let verdict = gate.verdict();
     let mut section = Section::table(
         SectionKind::Gate,
         &["result", "condition", "measured", "operations"],
@@ -270,12 +266,13 @@ pub(super) fn gate_section(gate: &GateReport) -> Section {
             .collect(),
     )
     .toned(0);
-    section.title = format!("{}: {verdict}", SectionKind::Gate.title());
-    section.title_tone = Some(match (gate.passed, gate.report_only) {
-        (true, _) => Tone::Good,
-        (false, false) => Tone::Bad,
-        (false, true) => Tone::Warning,
-    });
+    section.title = format!("{}: {}", SectionKind::Gate.title(), verdict.word());
+    section.title_tone = Some(verdict.tone());
+    if let Some(why) = &gate.inconclusive {
+        section.notes.push(format!(
+            "Not conclusive: {why}. The thresholds below were measured on what was read; the run exits 2."
+        ));
+    }
     section
 }
 

@@ -100,6 +100,10 @@ pub fn run_with_stdin<S: AsRef<OsStr>>(args: &[S], stdin: Option<&[u8]>) -> Run 
     run_with_env(args, stdin, &[])
 }
 
+/// Lowers the smallest `--memory-limit` (64MiB) so that the tests can spill inputs of a few
+/// kilobytes through the same path as gigabytes; it changes nothing else.
+pub const MEMORY_FLOOR: (&str, &str) = ("ATTEMPT_FUNNEL_MEMORY_FLOOR", "1");
+
 /// [`run_with_stdin`], with extra environment variables (`ATTEMPT_FUNNEL_PROFILE`, say).
 pub fn run_with_env<S: AsRef<OsStr>>(
     args: &[S],
@@ -108,6 +112,7 @@ pub fn run_with_env<S: AsRef<OsStr>>(
 ) -> Run {
     let mut child = Command::new(BIN)
         .args(args)
+        .env(MEMORY_FLOOR.0, MEMORY_FLOOR.1)
         .envs(env.iter().copied())
         .current_dir(root())
         .stdin(Stdio::piped())
