@@ -338,14 +338,14 @@ fn partials_of_another_version_or_other_rules_are_refused() {
 
     let future = edit(
         &parts[1],
-        "\"version\":1",
         "\"version\":2",
+        "\"version\":3",
         &dir,
         "future.partial",
     );
     let refused = merge(&[parts[0].clone(), future], &[]);
     refused.expect_code(2);
-    assert!(refused.stderr.contains("version 2"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("version 3"), "{}", refused.stderr);
 
     let other_hops = partials(
         &files[1..],

@@ -244,6 +244,7 @@ pub fn gate(
         passed: thresholds.iter().all(|t| !t.breached),
         report_only,
         thresholds,
+        incomplete: None,
     }))
 }
 

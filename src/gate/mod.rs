@@ -16,7 +16,7 @@ use crate::model::named_enum;
 use crate::model::OperationKey;
 use crate::paint::Tone;
 use crate::rules::HopOrder;
-use crate::summary::{display_operation_key, Summary};
+use crate::summary::{display_operation_key, Incomplete, Summary};
 use crate::words::noun;
 use condition::{Condition, Metric, Origin};
 
@@ -105,6 +105,9 @@ pub struct GateReport {
     /// Breaches are reported but do not fail the run (`--report-only`).
     pub report_only: bool,
     pub thresholds: Vec<ThresholdResult>,
+    /// The summary's: the verdict covers only the partitions merged. Absent when whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<Incomplete>,
 }
 
 impl GateReport {
@@ -114,6 +117,7 @@ impl GateReport {
             passed: true,
             report_only,
             thresholds: Vec::new(),
+            incomplete: None,
         }
     }
 }
@@ -137,6 +141,7 @@ pub fn evaluate(
         passed: thresholds.iter().all(|t| !t.breached),
         report_only,
         thresholds,
+        incomplete: summary.incomplete.clone(),
     }
 }
 
@@ -424,6 +429,12 @@ pub fn log_lines(report: &GateReport, color: bool) -> Vec<String> {
             "attempt-funnel: gate {would_fail}: {breached} of {total} {thresholds} breached (--report-only: not failing)"
         ),
     }];
+    if let Some(incomplete) = &report.incomplete {
+        lines[0].push_str(&format!(
+            " — over only {} (--allow-missing)",
+            incomplete.describe()
+        ));
+    }
     // Operation IDs come from the input, and a condition from the command line: escaped,
     // they cannot act on the terminal or start a line of their own. Only the verdict words
     // are painted.
@@ -466,6 +477,7 @@ mod tests {
                 operations: 0,
                 operation_ids: vec![],
             }],
+            incomplete: None,
         };
         assert_eq!(
             log_lines(&report, false)[1],
