@@ -1215,7 +1215,8 @@ fn burst_window(ms: Millis) -> Result<Millis> {
     if ms >= MIN_BURST_WINDOW_MS {
         Ok(ms)
     } else {
-        bail!("its [burst] window_ms is {ms} ms, narrower than the narrowest window, {MIN_BURST_WINDOW_MS} ms: the partial was edited or made with a window no run accepts; make it again with a window of at least {MIN_BURST_WINDOW_MS} ms (--burst-window, policy [burst] window_ms)")
+        // In exponent form: a subnormal's decimals run to hundreds of digits.
+        bail!("its [burst] window_ms is {ms:e} ms, narrower than the narrowest window, {MIN_BURST_WINDOW_MS} ms: the partial was edited or made with a window no run accepts; make it again with a window of at least {MIN_BURST_WINDOW_MS} ms (--burst-window, policy [burst] window_ms)")
     }
 }
 

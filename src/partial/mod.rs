@@ -256,7 +256,9 @@ impl<'de> Deserialize<'de> for Share {
         }
         text.parse::<Partition>()
             .map(Share::Partition)
-            .map_err(|why| serde::de::Error::custom(format!("partition {why}")))
+            .map_err(|why| {
+                serde::de::Error::custom(format!("its partition \"{text}\" is not valid: {why}"))
+            })
     }
 }
 
