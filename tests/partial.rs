@@ -647,6 +647,17 @@ fn allow_missing_merges_what_is_there_and_every_format_says_so() {
         table.stdout_text()
     );
 
+    let junit = dir.path.join("gate.xml");
+    let junit_arg = junit.display().to_string();
+    merge(&three, &[&passing[..], &["--junit", &junit_arg]].concat()).expect_code(0);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(
+            "<property name=\"incomplete\" value=\"over only 3 of 4 partitions, 2/4 missing"
+        ),
+        "{xml}"
+    );
+
     // The exit code is the gate's, over what is there.
     let failing = merge(
         &three,

@@ -372,6 +372,12 @@ pub fn junit_xml(report: &GateReport, run_error: Option<&RunError>) -> String {
     out += &format!(
         "  <testsuite name=\"attempt-funnel gate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\">\n",
     );
+    if let Some(incomplete) = &report.incomplete {
+        out += &format!(
+            "    <properties>\n      <property name=\"incomplete\" value=\"over only {} (--allow-missing)\"/>\n    </properties>\n",
+            xml_escape(&incomplete.describe())
+        );
+    }
     if let Some(e) = run_error {
         out += &format!(
             "    <testcase classname=\"attempt-funnel.input\" name=\"input\">\n      <error type=\"input\" message=\"{}\">{}</error>\n    </testcase>\n",
