@@ -699,7 +699,7 @@ fn a_header_with_an_unusable_burst_window_or_an_old_version_is_refused() {
             name,
         );
         assert_refused(
-            &merge(&[edited.clone()], &[]),
+            &merge(std::slice::from_ref(&edited), &[]),
             &[&format!("{}:1", edited.display()), expected],
         );
     }
