@@ -698,3 +698,26 @@ fn from_pass(
         deferred,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_is_written_and_read_as_k_of_n_or_all() {
+        let two_of_four = Share::Partition(Partition { index: 2, count: 4 });
+        for (share, text) in [(two_of_four, "\"2/4\""), (Share::All, "\"all\"")] {
+            assert_eq!(serde_json::to_string(&share).unwrap(), text);
+            assert_eq!(serde_json::from_str::<Share>(text).unwrap(), share);
+        }
+        for bad in ["\"4/4\"", "\"2/0\"", "\"whole\"", "2"] {
+            assert!(serde_json::from_str::<Share>(bad).is_err(), "{bad}");
+        }
+        let err = serde_json::from_str::<Share>("\"5/4\"").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("its partition \"5/4\" is not valid"),
+            "{err}"
+        );
+    }
+}
