@@ -709,3 +709,48 @@ fn a_header_with_an_unusable_burst_window_or_an_old_version_is_refused() {
         &["version 1", "make every partial again"],
     );
 }
+
+/// The merge analyses the operations a partial set aside (those with an unfinished
+/// attempt) under the partials' rules, rule v3's settings included: a retry after a 400
+/// that the policy calls retryable is no `retried-non-retryable` in the merge either (the
+/// merge once analysed them under the default settings).
+#[test]
+fn set_aside_operations_are_merged_under_the_partials_two_layer_settings() {
+    let dir = TempDir::new("partial-v3");
+    let unfinished = "{\"operation_id\":\"a\",\"hop\":\"gateway\",\"attempt\":1,\"start_ms\":1}\n";
+    let a = [
+        common::record("a", "caller", 1, 0, 10, "400"),
+        common::record("a", "caller", 2, 20, 30, "ok"),
+        unfinished.to_string(),
+    ]
+    .concat();
+    let files = vec![
+        dir.file("a.jsonl", a.as_bytes()),
+        dir.file(
+            "b.jsonl",
+            common::record("b", "caller", 1, 100, 200, "ok").as_bytes(),
+        ),
+    ];
+    let policy = dir.file("retryable.toml", b"[retryable]\nstatuses = [400]\n");
+    let policy = policy.display().to_string();
+    let flag = |format: &'static str| vec!["--format", format, "--policy", &policy];
+
+    let finding_of_a = |run: &Run| {
+        run.stdout_text()
+            .lines()
+            .find(|l| l.contains("\"operation_id\":\"a\""))
+            .map(|l| l.contains("retried-non-retryable"))
+            .expect("a row of operation a")
+    };
+    let default = analyze_files(&files, &["--format", "jsonl"]);
+    assert!(finding_of_a(&default), "{}", default.stdout_text());
+
+    let parts = partials(&files, &["--policy", &policy]);
+    let deferred = std::fs::read_to_string(&parts[0]).unwrap();
+    assert!(deferred.contains("{\"deferred\":"), "a is not set aside");
+    let one = analyze_files(&files, &flag("jsonl"));
+    let merged = merge(&parts, &flag("jsonl"));
+    merged.expect_code(0);
+    assert!(!finding_of_a(&merged), "{}", merged.stdout_text());
+    assert_eq!(merged.stdout, one.stdout);
+}
