@@ -554,6 +554,20 @@ fn a_partial_foreign_to_the_set_is_refused_naming_it() {
         &merge(&with(&layers[0]), &[]),
         &[&layers[0].display().to_string(), "layer inference"],
     );
+    // Nor may the merge's own policy change them.
+    let mut set = parts.clone();
+    set.extend(partition_partials(
+        &incident,
+        4,
+        &[1],
+        &[],
+        &dir,
+        "incident",
+    ));
+    assert_refused(
+        &merge(&set, &["--policy", &policy]),
+        &["layer inference", "true against false"],
+    );
 
     let text = std::fs::read_to_string(&incident).unwrap();
     let fewer = dir.file(
