@@ -176,6 +176,33 @@ pub struct Analysis {
     pub trace_end_ms: Millis,
     /// The operations asked for with [`Keep`], with their attempts.
     pub kept: Vec<KeptOperation>,
+    /// Set by a merge of partials that lacked some partitions (`merge --allow-missing`):
+    /// every number covers only the partitions merged.
+    pub incomplete: Option<Incomplete>,
+}
+
+/// A merge of `--partition` partials with some of the N missing (`merge --allow-missing`):
+/// its report covers only the partitions merged, and every format says so.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Incomplete {
+    /// How many partitions were merged, of `partitions`.
+    pub partitions_merged: u32,
+    /// N, the number of partitions the input was split into.
+    pub partitions: u32,
+    /// The missing ones, as `K/N`, in order.
+    pub missing_partitions: Vec<String>,
+}
+
+impl Incomplete {
+    /// `3 of 4 partitions, 2/4 missing`: the words every format uses.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of {} partitions, {} missing",
+            self.partitions_merged,
+            self.partitions,
+            self.missing_partitions.join(", ")
+        )
+    }
 }
 
 /// Operation IDs listed per burst before the rest are only counted.

@@ -366,10 +366,19 @@ pub struct MergeArgs {
     pub files: Vec<PathBuf>,
 
     /// Policy file (TOML): its failure conditions apply here. Its rule settings (hops,
-    /// budgets, deadlines, overlap and queue hops, burst parameters) must be those the
-    /// partials were made with, or the merge stops and names the one that differs.
+    /// budgets, deadlines, overlap and queue hops, burst parameters, inner budgets, layer
+    /// inference, retryable statuses) must be those the partials were made with, or the
+    /// merge stops and names the one that differs.
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+
+    /// Merge a set of `--partition K/N` partials with some of the N missing, instead of
+    /// refusing it: the report then says in every format (headline, JSON `incomplete`,
+    /// the gate's verdict) that it covers only the partitions merged. A missing partition's
+    /// operations are not in the report, so its counts and the gate's verdict are those
+    /// of a part of the input.
+    #[arg(long)]
+    pub allow_missing: bool,
 
     #[command(flatten)]
     pub report: ReportArgs,

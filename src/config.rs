@@ -306,10 +306,12 @@ pub fn diff(args: DiffArgs) -> Result<DiffConfig> {
 
 /// `merge`, before its partials are read.
 pub fn merge(args: MergeArgs) -> Result<MergeConfig> {
+    // `allow_missing` is the merge's own check of its set of partials (`commands::merge`).
     let MergeArgs {
         files,
         policy,
         report,
+        ..
     } = args;
     if let Some(why) = report.format.refusal() {
         anyhow::bail!(why);

@@ -177,7 +177,12 @@ impl<'de> Deserialize<'de> for LatencySketch {
             sketch
                 .0
                 .record_n(us, count)
-                .map_err(|e| serde::de::Error::custom(format!("latency {us} µs: {e:?}")))?;
+                // The sketch's error type words it for a programmer: said here for a user.
+                .map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "latency of {us} µs ({count} times) does not fit the latency sketch: the partial was edited; make it again"
+                    ))
+                })?;
         }
         Ok(sketch)
     }

@@ -7,6 +7,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 pub use crate::analysis::tally::OverlapSummary;
+pub use crate::analysis::Incomplete;
 use crate::analysis::{Analysis, OperationResult};
 use crate::burst::Burst;
 use crate::classify::{Class, FindingLabel};
@@ -33,6 +34,10 @@ pub const TIMELINE_ATTEMPTS_DRAWN: usize = 300;
 pub struct Summary {
     /// Version of this schema.
     pub schema_version: u32,
+    /// Present only when the report covers part of its input: a merge of partials with
+    /// partitions missing (`merge --allow-missing`). Additive: absent, the report is whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<Incomplete>,
     /// What was read.
     pub input: InputStats,
     /// Logical operations: distinct (test_run_id, operation_id).
@@ -310,6 +315,7 @@ pub fn summarize(analysis: &Analysis, rules: &Rules) -> anyhow::Result<Summary> 
 
     Ok(Summary {
         schema_version: SCHEMA_VERSION,
+        incomplete: analysis.incomplete.clone(),
         input: InputStats {
             files: analysis.files.clone(),
             lines: analysis.lines_read,

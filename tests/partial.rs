@@ -338,14 +338,14 @@ fn partials_of_another_version_or_other_rules_are_refused() {
 
     let future = edit(
         &parts[1],
-        "\"version\":1",
         "\"version\":2",
+        "\"version\":3",
         &dir,
         "future.partial",
     );
     let refused = merge(&[parts[0].clone(), future], &[]);
     refused.expect_code(2);
-    assert!(refused.stderr.contains("version 2"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("version 3"), "{}", refused.stderr);
 
     let other_hops = partials(
         &files[1..],
@@ -427,4 +427,344 @@ fn partials_of_another_version_or_other_rules_are_refused() {
         before,
         "the partial was changed"
     );
+}
+
+/// `analyze --partition K/N --format partial` of `input` for each K in `ks` (plus `extra`
+/// flags), written to `dir` as `{stem}-K.partial`.
+fn partition_partials(
+    input: &Path,
+    n: u32,
+    ks: &[u32],
+    extra: &[&str],
+    dir: &TempDir,
+    stem: &str,
+) -> Vec<PathBuf> {
+    ks.iter()
+        .map(|k| {
+            let out = dir.path.join(format!("{stem}-{k}.partial"));
+            let mut args = vec![
+                "analyze".to_string(),
+                input.display().to_string(),
+                "--partition".into(),
+                format!("{k}/{n}"),
+                "--format".into(),
+                "partial".into(),
+                "-o".into(),
+                out.display().to_string(),
+            ];
+            args.extend(extra.iter().map(|s| s.to_string()));
+            run(&args).expect_code(0);
+            out
+        })
+        .collect()
+}
+
+/// A refused merge: exit 2, each of `expected` in its message, and no panic.
+fn assert_refused(refused: &Run, expected: &[&str]) {
+    refused.expect_code(2);
+    for text in expected {
+        assert!(
+            refused.stderr.contains(text),
+            "'{text}' not in:\n{}",
+            refused.stderr
+        );
+    }
+    assert!(!refused.stderr.contains("panicked"), "{}", refused.stderr);
+    assert!(refused.stdout.is_empty(), "a refused merge wrote a report");
+}
+
+/// Four `--partition K/4` partials of the incident: all four merge to one run; three, or
+/// one of them twice, are refused naming the partition (and both files of the one given
+/// twice), where the merge once answered with three quarters of the operations and no word.
+#[test]
+fn a_set_of_partitions_with_one_missing_or_given_twice_is_refused_naming_it() {
+    let dir = TempDir::new("partial-set");
+    let incident = fixture("incident.jsonl");
+    let parts = partition_partials(&incident, 4, &[0, 1, 2, 3], &[], &dir, "incident");
+    let whole = analyze(&[
+        incident.display().to_string(),
+        "--format".into(),
+        "json".into(),
+    ]);
+    let merged = merge(&parts, &["--format", "json"]);
+    merged.expect_code(0);
+    assert_eq!(merged.stdout, whole.stdout, "{}", merged.stderr);
+
+    let three = [parts[0].clone(), parts[1].clone(), parts[3].clone()];
+    assert_refused(
+        &merge(&three, &[]),
+        &["partition 2/4 is missing", "--allow-missing"],
+    );
+    assert_refused(
+        &merge(&parts[..2], &[]),
+        &["partitions 2/4, 3/4 are missing"],
+    );
+
+    let again = dir.file("again.partial", &std::fs::read(&parts[1]).unwrap());
+    let twice = [parts.clone(), vec![again.clone()]].concat();
+    assert_refused(
+        &merge(&twice, &[]),
+        &[
+            "partition 1/4 is given twice",
+            &parts[1].display().to_string(),
+            &again.display().to_string(),
+        ],
+    );
+    // --allow-missing does not make a duplicate countable.
+    assert_refused(&merge(&twice, &["--allow-missing"]), &["given twice"]);
+}
+
+/// A partial foreign to the set — split into another N, made under other rules (a budget,
+/// the layer inference of rule v3), read from other input, or holding a whole input — is
+/// refused naming it.
+#[test]
+fn a_partial_foreign_to_the_set_is_refused_naming_it() {
+    let dir = TempDir::new("partial-foreign");
+    let incident = fixture("incident.jsonl");
+    let parts = partition_partials(&incident, 4, &[0, 2, 3], &[], &dir, "incident");
+    let with = |other: &Path| {
+        let mut set = parts.clone();
+        set.push(other.to_path_buf());
+        set
+    };
+
+    let thirds = partition_partials(&incident, 3, &[1], &[], &dir, "thirds");
+    assert_refused(
+        &merge(&with(&thirds[0]), &[]),
+        &["partition 1/3", "partition 0/4", "same N"],
+    );
+
+    let budget = partition_partials(
+        &incident,
+        4,
+        &[1],
+        &["--budget", "gateway=5"],
+        &dir,
+        "budget",
+    );
+    assert_refused(
+        &merge(&with(&budget[0]), &[]),
+        &[&budget[0].display().to_string(), "budgets", "gateway=5"],
+    );
+
+    let policy = dir.file("layers.toml", b"infer_layers = false\n");
+    let policy = policy.display().to_string();
+    let layers = partition_partials(&incident, 4, &[1], &["--policy", &policy], &dir, "layers");
+    assert_refused(
+        &merge(&with(&layers[0]), &[]),
+        &[&layers[0].display().to_string(), "layer inference"],
+    );
+    // Nor may the merge's own policy change them.
+    let mut set = parts.clone();
+    set.extend(partition_partials(
+        &incident,
+        4,
+        &[1],
+        &[],
+        &dir,
+        "incident",
+    ));
+    assert_refused(
+        &merge(&set, &["--policy", &policy]),
+        &["layer inference", "true against false"],
+    );
+
+    let text = std::fs::read_to_string(&incident).unwrap();
+    let fewer = dir.file(
+        "fewer.jsonl",
+        text.lines()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join("\n")
+            .as_bytes(),
+    );
+    let other = partition_partials(&fewer, 4, &[1], &[], &dir, "other");
+    assert_refused(
+        &merge(&with(&other[0]), &[]),
+        &[&other[0].display().to_string(), "read other input"],
+    );
+
+    // Written beside its input: a copy here, not beside the fixture.
+    let copy = dir.file("whole.jsonl", text.as_bytes());
+    let whole = partials(&[copy], &[]).remove(0);
+    assert_refused(
+        &merge(&with(&whole), &[]),
+        &["whole.partial", "holds all the operations of its input"],
+    );
+}
+
+/// `--allow-missing` merges the partitions given; the report says it covers only them in
+/// every format and in the gate's lines, and the exit code is the gate's.
+#[test]
+fn allow_missing_merges_what_is_there_and_every_format_says_so() {
+    let dir = TempDir::new("partial-missing");
+    let incident = fixture("incident.jsonl");
+    let parts = partition_partials(&incident, 4, &[0, 1, 2, 3], &[], &dir, "incident");
+    let three = [parts[0].clone(), parts[1].clone(), parts[3].clone()];
+    let operations = |set: &[PathBuf]| {
+        let merged = merge(set, &["--format", "json", "--allow-missing"]);
+        merged.expect_code(0);
+        common::decode_summary_value(&merged.stdout)["operations"]
+            .as_u64()
+            .unwrap()
+    };
+    let passing = ["--allow-missing", "--fail-on", "nested-retry > 100%"];
+
+    let json = merge(&three, &[&passing[..], &["--format", "json"]].concat());
+    json.expect_code(0);
+    let summary = common::decode_summary_value(&json.stdout);
+    let expected = serde_json::json!({
+        "partitions_merged": 3,
+        "partitions": 4,
+        "missing_partitions": ["2/4"],
+    });
+    assert_eq!(summary["incomplete"], expected, "{summary}");
+    assert_eq!(summary["gate"]["incomplete"], expected);
+    // What is there is counted whole: the three partitions' operations, no more.
+    assert_eq!(
+        summary["operations"].as_u64().unwrap(),
+        operations(&parts) - operations(&parts[2..3])
+    );
+    assert!(
+        json.stderr.contains(
+            "gate passed: 1 threshold within its limit — over only 3 of 4 partitions, 2/4 missing"
+        ),
+        "{}",
+        json.stderr
+    );
+
+    let markdown = merge(&three, &[&passing[..], &["--format", "markdown"]].concat());
+    markdown.expect_code(0);
+    let text = markdown.stdout_text();
+    assert!(
+        text.contains("**Incomplete (3 of 4 partitions, 2/4 missing): "),
+        "{text}"
+    );
+    assert!(
+        text.contains("### Gate: passed — over only 3 of 4 partitions, 2/4 missing"),
+        "{text}"
+    );
+    let html = merge(&three, &[&passing[..], &["--format", "html"]].concat());
+    html.expect_code(0);
+    assert!(
+        html.stdout_text()
+            .contains("<p class=\"lede\">Incomplete (3 of 4 partitions, 2/4 missing): "),
+        "the HTML headline does not say it is incomplete"
+    );
+    let table = merge(&three, &passing);
+    table.expect_code(0);
+    assert!(
+        table
+            .stdout_text()
+            .contains("Incomplete (3 of 4 partitions"),
+        "{}",
+        table.stdout_text()
+    );
+
+    let junit = dir.path.join("gate.xml");
+    let junit_arg = junit.display().to_string();
+    merge(&three, &[&passing[..], &["--junit", &junit_arg]].concat()).expect_code(0);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(
+            "<property name=\"incomplete\" value=\"over only 3 of 4 partitions, 2/4 missing"
+        ),
+        "{xml}"
+    );
+
+    // The exit code is the gate's, over what is there.
+    let failing = merge(
+        &three,
+        &["--allow-missing", "--fail-on", "nested-retry > 0"],
+    );
+    failing.expect_code(1);
+    assert!(
+        failing.stderr.contains("gate FAILED") && failing.stderr.contains("over only 3 of 4"),
+        "{}",
+        failing.stderr
+    );
+
+    // A whole set says nothing of the kind.
+    let whole = merge(&parts, &["--format", "json", "--allow-missing"]);
+    whole.expect_code(0);
+    assert!(common::decode_summary_value(&whole.stdout)
+        .get("incomplete")
+        .is_none());
+}
+
+/// A header's burst window that no run could use (zero, subnormal, negative) and a
+/// partial of the format's first version (which records no partition) are refused with a
+/// message, never a panic (a subnormal window once panicked the burst search).
+#[test]
+fn a_header_with_an_unusable_burst_window_or_an_old_version_is_refused() {
+    let dir = TempDir::new("partial-window");
+    let incident = fixture("incident.jsonl");
+    let part = partition_partials(&incident, 1, &[0], &[], &dir, "incident").remove(0);
+    for (name, window, expected) in [
+        ("subnormal.partial", "5e-324", "window_ms is 5e-324 ms"),
+        ("zero.partial", "0.0", "burst window is 0 ms"),
+        ("negative.partial", "-50.0", "burst window is -50 ms"),
+    ] {
+        let edited = edit(
+            &part,
+            "\"burst_window_ms\":50.0",
+            &format!("\"burst_window_ms\":{window}"),
+            &dir,
+            name,
+        );
+        assert_refused(
+            &merge(std::slice::from_ref(&edited), &[]),
+            &[&format!("{}:1", edited.display()), expected],
+        );
+    }
+    let old = edit(&part, "\"version\":2", "\"version\":1", &dir, "old.partial");
+    assert_refused(
+        &merge(&[old], &[]),
+        &["version 1", "make every partial again"],
+    );
+}
+
+/// The merge analyses the operations a partial set aside (those with an unfinished
+/// attempt) under the partials' rules, rule v3's settings included: a retry after a 400
+/// that the policy calls retryable is no `retried-non-retryable` in the merge either (the
+/// merge once analysed them under the default settings).
+#[test]
+fn set_aside_operations_are_merged_under_the_partials_two_layer_settings() {
+    let dir = TempDir::new("partial-v3");
+    let unfinished = "{\"operation_id\":\"a\",\"hop\":\"gateway\",\"attempt\":1,\"start_ms\":1}\n";
+    let a = [
+        common::record("a", "caller", 1, 0, 10, "400"),
+        common::record("a", "caller", 2, 20, 30, "ok"),
+        unfinished.to_string(),
+    ]
+    .concat();
+    let files = vec![
+        dir.file("a.jsonl", a.as_bytes()),
+        dir.file(
+            "b.jsonl",
+            common::record("b", "caller", 1, 100, 200, "ok").as_bytes(),
+        ),
+    ];
+    let policy = dir.file("retryable.toml", b"[retryable]\nstatuses = [400]\n");
+    let policy = policy.display().to_string();
+    let flag = |format: &'static str| vec!["--format", format, "--policy", &policy];
+
+    let finding_of_a = |run: &Run| {
+        run.stdout_text()
+            .lines()
+            .find(|l| l.contains("\"operation_id\":\"a\""))
+            .map(|l| l.contains("retried-non-retryable"))
+            .expect("a row of operation a")
+    };
+    let default = analyze_files(&files, &["--format", "jsonl"]);
+    assert!(finding_of_a(&default), "{}", default.stdout_text());
+
+    let parts = partials(&files, &["--policy", &policy]);
+    let deferred = std::fs::read_to_string(&parts[0]).unwrap();
+    assert!(deferred.contains("{\"deferred\":"), "a is not set aside");
+    let one = analyze_files(&files, &flag("jsonl"));
+    let merged = merge(&parts, &flag("jsonl"));
+    merged.expect_code(0);
+    assert!(!finding_of_a(&merged), "{}", merged.stdout_text());
+    assert_eq!(merged.stdout, one.stdout);
 }

@@ -117,7 +117,8 @@ pub fn write_partial(config: AnalyzeConfig) -> Result<i32> {
     }
     let mut ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
     let keep = analysis::Keep::Worst(summary::TIMELINES_DRAWN);
-    let partial = partial::build(&mut ingested, &config.rules, &keep, false, None)?;
+    let mut partial = partial::build(&mut ingested, &config.rules, &keep, false, None)?;
+    partial.share = partial::Share::of(config.input.partition);
     drop(ingested);
     write_with(&config.output, |mut out| {
         partial::format::write(&partial, &mut out)

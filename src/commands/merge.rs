@@ -16,7 +16,15 @@ pub fn merge(args: cli::MergeArgs) -> Result<i32> {
 
 pub fn merge_run(args: cli::MergeArgs) -> Result<i32> {
     let mut stages = profile::Stages::from_env();
+    let allow_missing = args.allow_missing;
     let (config, parts) = merge_config(args)?;
+    let incomplete = partial::merge::check_set(&parts, allow_missing)?;
+    if let Some(incomplete) = &incomplete {
+        eprintln!(
+            "attempt-funnel: merging {} (--allow-missing): the report covers only these",
+            incomplete.describe()
+        );
+    }
     stages.mark("read partials");
     let worst = analysis::Worst {
         listed: config.top,
@@ -25,6 +33,7 @@ pub fn merge_run(args: cli::MergeArgs) -> Result<i32> {
     let mut out = RowsOut::open(&config)?;
     let analysis = out.run(|sink| partial::merge(parts, &config.rules, worst, sink));
     stages.mark("merge");
+    let analysis = analysis.map(|a| analysis::Analysis { incomplete, ..a });
     report_run(&config, analysis?, out, stages)
 }
 

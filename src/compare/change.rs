@@ -245,6 +245,7 @@ pub fn gate(
         report_only,
         inconclusive: None,
         thresholds,
+        incomplete: None,
     }))
 }
 

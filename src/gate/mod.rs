@@ -16,7 +16,7 @@ use crate::model::named_enum;
 use crate::model::OperationKey;
 use crate::paint::Tone;
 use crate::rules::HopOrder;
-use crate::summary::{display_operation_key, Summary};
+use crate::summary::{display_operation_key, Incomplete, Summary};
 use crate::words::noun;
 use condition::{Condition, Metric, Origin};
 
@@ -111,6 +111,9 @@ pub struct GateReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inconclusive: Option<String>,
     pub thresholds: Vec<ThresholdResult>,
+    /// The summary's: the verdict covers only the partitions merged. Absent when whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<Incomplete>,
 }
 
 /// The gate's verdict in one word, as every format and stderr print it.
@@ -151,6 +154,7 @@ impl GateReport {
             report_only,
             inconclusive: None,
             thresholds: Vec::new(),
+            incomplete: None,
         }
     }
 
@@ -195,6 +199,7 @@ pub fn evaluate(
         report_only,
         inconclusive: None,
         thresholds,
+        incomplete: summary.incomplete.clone(),
     }
 }
 
@@ -425,6 +430,12 @@ pub fn junit_xml(report: &GateReport, run_error: Option<&RunError>) -> String {
     out += &format!(
         "  <testsuite name=\"attempt-funnel gate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\">\n",
     );
+    if let Some(incomplete) = &report.incomplete {
+        out += &format!(
+            "    <properties>\n      <property name=\"incomplete\" value=\"over only {} (--allow-missing)\"/>\n    </properties>\n",
+            xml_escape(&incomplete.describe())
+        );
+    }
     if let Some(e) = run_error {
         out += &format!(
             "    <testcase classname=\"attempt-funnel.input\" name=\"input\">\n      <error type=\"input\" message=\"{}\">{}</error>\n    </testcase>\n",
@@ -486,6 +497,12 @@ pub fn log_lines(report: &GateReport, color: bool) -> Vec<String> {
             report.inconclusive.as_deref().unwrap_or_default()
         ),
     }];
+    if let Some(incomplete) = &report.incomplete {
+        lines[0].push_str(&format!(
+            " — over only {} (--allow-missing)",
+            incomplete.describe()
+        ));
+    }
     // Operation IDs come from the input, and a condition from the command line: escaped,
     // they cannot act on the terminal or start a line of their own. Only the verdict words
     // are painted.
@@ -529,6 +546,7 @@ mod tests {
                 operations: 0,
                 operation_ids: vec![],
             }],
+            incomplete: None,
         };
         assert_eq!(
             log_lines(&report, false)[1],

@@ -125,6 +125,9 @@ pub struct Ingested {
     pub files: Vec<String>,
     /// Non-blank lines read.
     pub lines_read: u64,
+    /// What all the input read adds up to, whatever `--partition` keeps or reports: the
+    /// same in every partition of one input, so a merge can tell partials of another.
+    pub whole_input: WholeInput,
     /// The bad lines found so far, and the policy for them.
     pub diagnostics: Diagnostics,
     /// What became of the spans, when an input was OTLP or Zipkin.
@@ -163,6 +166,14 @@ impl Ingested {
     pub fn location(&self, source: SourceRef) -> String {
         format!("{}:{}", self.files[source.file as usize], source.line)
     }
+}
+
+/// The size of all the input read: its raw bytes (as stored, compressed or not) and its
+/// non-blank lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WholeInput {
+    pub bytes: u64,
+    pub lines: u64,
 }
 
 /// Reads every input named in `config`, in order (directories and patterns expanded),
@@ -234,6 +245,7 @@ impl Partitioned {
                 strings,
                 files: files.clone(),
                 lines_read: 0,
+                whole_input: WholeInput::default(),
                 diagnostics: Diagnostics::new(policy),
                 span_stats: None,
                 latest_elsewhere_ms: None,
@@ -1001,6 +1013,7 @@ impl<'c> Reader<'c> {
                 strings: Interner::default(),
                 files: Vec::new(),
                 lines_read: 0,
+                whole_input: WholeInput::default(),
                 diagnostics: Diagnostics::new(config.bad_input),
                 span_stats: None,
                 latest_elsewhere_ms: config.partition.map(|_| 0.0),
@@ -1155,6 +1168,10 @@ impl<'c> Reader<'c> {
             let held = held_bytes(&self.out, &self.keys);
             self.spill_events(held)?;
         }
+        self.out.whole_input = WholeInput {
+            bytes: self.read_bytes.as_ref().map_or(0, |c| c.get()),
+            lines: self.out.lines_read,
+        };
         if !self.reports_input() {
             self.out.lines_read = 0;
         }

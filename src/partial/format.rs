@@ -15,7 +15,10 @@ use std::io::{BufRead, Read, Write};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::{InputPart, Kept, OpAttempts, Partial, Retries, Row, Rows, RulesFingerprint};
+use super::{
+    InputPart, Kept, OpAttempts, Partial, Retries, Row, Rows, RulesFingerprint, Share,
+    SourceFingerprint,
+};
 use crate::analysis::{FinalOutcome, Pending, TraceEnd};
 use crate::burst::RetryPoint;
 use crate::classify::{Class, Finding, FindingKind, FindingLabel};
@@ -29,8 +32,10 @@ use crate::stats::AttemptStats;
 pub const FORMAT_NAME: &str = "attempt-funnel-partial";
 
 /// The format's version: bumped on any change a merge of another version would misread.
-/// A merge refuses partials of any other version.
-pub const FORMAT_VERSION: u32 = 1;
+/// A merge refuses partials of any other version. Version 2 added the partition, the
+/// source fingerprint and rule v3's settings to the header: a version 1 partial cannot say
+/// which partition it is, so it is refused, not guessed.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Times as JSON numbers that read back exactly (see the module's note).
 pub mod exact {
@@ -108,6 +113,9 @@ enum Line {
 struct Header {
     format: String,
     version: u32,
+    /// `K/N` (`--partition K/N`), or `all`.
+    partition: Share,
+    source: SourceFingerprint,
     rules: RulesFingerprint,
     #[serde(with = "exact")]
     trace_end_ms: Millis,
@@ -124,7 +132,7 @@ enum TraceEndKind {
 }
 
 /// How many lines of each kind the partial holds.
-#[derive(Serialize, Deserialize, Default, PartialEq, Debug)]
+#[derive(Serialize, Deserialize, Default, PartialEq)]
 struct Counts {
     kept: u64,
     deferred: u64,
@@ -132,6 +140,21 @@ struct Counts {
     stats: u64,
     retries: u64,
     rows: u64,
+}
+
+impl Counts {
+    /// `3 rows, 2 retry starts, …` for messages.
+    fn describe(&self) -> String {
+        use crate::words::counted;
+        [
+            counted(self.rows, "row", "rows"),
+            counted(self.retries, "retry start", "retry starts"),
+            counted(self.kept, "kept operation", "kept operations"),
+            counted(self.deferred, "deferred operation", "deferred operations"),
+            counted(self.stats, "line of statistics", "lines of statistics"),
+        ]
+        .join(", ")
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -721,6 +744,8 @@ pub fn write(partial: &Partial, out: &mut impl Write) -> Result<()> {
     line(&Line::Partial(Box::new(Header {
         format: FORMAT_NAME.to_string(),
         version: FORMAT_VERSION,
+        partition: partial.share,
+        source: partial.source,
         rules: partial.rules.clone(),
         trace_end_ms,
         trace_end,
@@ -941,14 +966,17 @@ impl Reading {
         let header = value.get("partial").ok_or_else(|| {
             anyhow!("not a partial: its first line is not a partial's header (partials are made with attempt-funnel analyze --format partial)")
         })?;
-        let format = header.get("format").and_then(|f| f.as_str());
-        if format != Some(FORMAT_NAME) {
-            bail!("not a partial: its header names the format {format:?}, not \"{FORMAT_NAME}\"");
+        match header.get("format") {
+            Some(serde_json::Value::String(f)) if f == FORMAT_NAME => {}
+            Some(serde_json::Value::String(f)) => {
+                bail!("not a partial: its header names the format \"{f}\", not \"{FORMAT_NAME}\"")
+            }
+            _ => bail!("not a partial: its header names no format (\"{FORMAT_NAME}\" expected)"),
         }
         let version = header.get("version").and_then(|v| v.as_u64());
         if version != Some(u64::from(FORMAT_VERSION)) {
             let shown = version.map_or("none".to_string(), |v| v.to_string());
-            bail!("partial format version {shown}, but this attempt-funnel reads version {FORMAT_VERSION} only: make every partial and the merge with the same attempt-funnel version");
+            bail!("partial format version {shown}, but this attempt-funnel reads version {FORMAT_VERSION} only (version 1 partials do not record their partition): make every partial again with the attempt-funnel that merges them");
         }
         let header: Header = serde_json::from_value(header.clone())
             .map_err(|e| anyhow!("the partial's header is not valid: {e}"))?;
@@ -957,6 +985,7 @@ impl Reading {
             .rules
             .rules()
             .context("the partial's header is not valid")?;
+        burst_window(header.rules.burst_window_ms).context("the partial's header is not valid")?;
         time("the trace's end (trace_end_ms)", header.trace_end_ms)
             .context("the partial's header is not valid")?;
         let origin = if number == 1 {
@@ -967,6 +996,8 @@ impl Reading {
         Ok(Reading {
             partial: Partial {
                 origin,
+                share: header.partition,
+                source: header.source,
                 rules: header.rules,
                 trace_end: match header.trace_end {
                     TraceEndKind::Global => TraceEnd::Global(header.trace_end_ms),
@@ -1129,7 +1160,7 @@ impl Reading {
     /// The end line: every line it counts was read, and every position points at a row.
     fn finish(mut self, counts: Counts) -> Result<Partial> {
         if counts != self.counts {
-            bail!("the partial's end line counts {counts:?} but {:?} were read: the partial was cut or edited; make it again", self.counts);
+            bail!("the partial's end line counts {} but {} were read: the partial was cut or edited; make it again", counts.describe(), self.counts.describe());
         }
         let rows = counts.rows as u32;
         if self.retries.iter().any(|(_, r)| r.op >= rows) {
@@ -1168,6 +1199,25 @@ impl Reading {
 fn hop_named(hops: &HopOrder, name: &str) -> Result<u16> {
     hops.index_of(name)
         .ok_or_else(|| anyhow!("hop \"{name}\" is not in the header's hop order"))
+}
+
+/// The narrowest burst window a partial's header may carry, in ms: a microsecond. The burst
+/// search divides by the window, and one so narrow that the quotient overflows (a
+/// subnormal one, say) would break it; no log's clock tells retry starts apart below a
+/// microsecond, and every reader of times keeps at most that resolution in practice.
+// TODO(#47): this belongs with the one check of every numeric setting (flags, policy and
+// partial headers alike); move it there once that check exists.
+pub const MIN_BURST_WINDOW_MS: Millis = 1e-3;
+
+/// The header's burst window, refused below [`MIN_BURST_WINDOW_MS`] (`Rules::check` has
+/// refused zero, negative and non-finite ones already).
+fn burst_window(ms: Millis) -> Result<Millis> {
+    if ms >= MIN_BURST_WINDOW_MS {
+        Ok(ms)
+    } else {
+        // In exponent form: a subnormal's decimals run to hundreds of digits.
+        bail!("its [burst] window_ms is {ms:e} ms, narrower than the narrowest window, {MIN_BURST_WINDOW_MS} ms: the partial was edited or made with a window no run accepts; make it again with a window of at least {MIN_BURST_WINDOW_MS} ms (--burst-window, policy [burst] window_ms)")
+    }
 }
 
 /// `ms`, a time or a duration of a partial, unless it is negative: every reader of events

@@ -8,11 +8,11 @@ use anyhow::{bail, Context, Result};
 use rayon::prelude::*;
 
 use super::loser_tree::{code_offset, first_difference, offset_code, symbol, Coded, LoserTree};
-use super::{format, OpAttempts, Partial, Retries, Row, Rows};
+use super::{format, OpAttempts, Partial, Retries, Row, Rows, Share};
 use crate::analysis::tally::{RowSink, Tally};
 use crate::analysis::{
-    add_counts, attempts_pass, worst_first, Analysis, KeptOperation, OperationResult, TraceEnd,
-    Worst, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
+    add_counts, attempts_pass, worst_first, Analysis, Incomplete, KeptOperation, OperationResult,
+    TraceEnd, Worst, BURST_OPERATIONS_LISTED, DUPLICATES_LISTED,
 };
 use crate::burst::{Burst, BurstFinder, RetryPoint};
 use crate::classify::operation_facts;
@@ -245,6 +245,7 @@ pub fn merge(
         events: input.events,
         trace_end_ms,
         kept,
+        incomplete: None,
     })
 }
 
@@ -306,6 +307,93 @@ impl Ord for InOrder {
 }
 /// Played by `Ord` alone: a retry start's order is that of numbers.
 impl Coded for InOrder {}
+
+/// Checks that `parts`, read from files, are one set: either partials of whole inputs, or
+/// the `--partition K/N` partials of one input, each of the N once, all with the same N and
+/// read from the same input (their [`super::SourceFingerprint`]). A partition missing is
+/// refused unless `allow_missing`, which returns what is missing for the report to say.
+/// Partials of whole inputs cannot be checked for completeness (nothing says how many
+/// inputs there were); their operations are still checked never to meet (see [`merge`]).
+pub fn check_set(parts: &[Partial], allow_missing: bool) -> Result<Option<Incomplete>> {
+    let shares: Vec<(&Partial, crate::model::Partition)> = parts
+        .iter()
+        .filter_map(|p| match p.share {
+            Share::Partition(k) => Some((p, k)),
+            Share::All => None,
+        })
+        .collect();
+    let Some(&(first, first_share)) = shares.first() else {
+        return Ok(None);
+    };
+    if let Some(whole) = parts.iter().find(|p| p.share == Share::All) {
+        bail!(
+            "'{}' holds all the operations of its input, but '{}' holds partition {} of its: merge either the partitions of one input (analyze --partition K/N) or partials of whole inputs, not both",
+            whole.origin,
+            first.origin,
+            first.share
+        );
+    }
+    let n = first_share.count;
+    for &(p, share) in &shares[1..] {
+        if share.count != n {
+            bail!(
+                "'{}' is partition {} but '{}' is partition {}: the partials of one set are made with the same N (--partition K/{n} for every K from 0 to {})",
+                first.origin,
+                first.share,
+                p.origin,
+                p.share,
+                n - 1
+            );
+        }
+        if p.source != first.source {
+            bail!(
+                "'{}' (partition {}) read other input than '{}' (partition {}): {} against {}; every partition of one set must read the same input (another day's log, or a file still being written?)",
+                p.origin,
+                p.share,
+                first.origin,
+                first.share,
+                p.source,
+                first.source
+            );
+        }
+    }
+    let mut holder: Vec<Option<&Partial>> = vec![None; n as usize];
+    for &(p, share) in &shares {
+        let slot = &mut holder[share.index as usize];
+        if let Some(before) = slot {
+            bail!(
+                "partition {} is given twice, in '{}' and in '{}': its operations would count twice; give each partition's partial once",
+                p.share,
+                before.origin,
+                p.origin
+            );
+        }
+        *slot = Some(p);
+    }
+    let missing: Vec<String> = (0..n)
+        .filter(|&k| holder[k as usize].is_none())
+        .map(|k| format!("{k}/{n}"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let merged = n - missing.len() as u32;
+    if !allow_missing {
+        let (which, are) = match missing.len() {
+            1 => ("partition", "is"),
+            _ => ("partitions", "are"),
+        };
+        bail!(
+            "{which} {} {are} missing (the partials given hold {merged} of the {n}): give every partition's partial, or --allow-missing to merge these and mark the report incomplete",
+            missing.join(", ")
+        );
+    }
+    Ok(Some(Incomplete {
+        partitions_merged: merged,
+        partitions: n,
+        missing_partitions: missing,
+    }))
+}
 
 /// Partials merge only when every setting that changes a result is the same.
 fn check_rules(parts: &[Partial], rules: &Rules) -> Result<()> {

@@ -27,7 +27,7 @@ use crate::analysis::{
 use crate::burst::RetryPoint;
 use crate::diagnostics::{BadInputPolicy, Diagnostics, InputIssue};
 use crate::ingest::Ingested;
-use crate::model::{Attempt, Millis, OperationKey, Sym};
+use crate::model::{Attempt, Millis, OperationKey, Partition, Sym};
 use crate::rules::{BurstParams, HopOrder, Rules};
 use crate::stats::AttemptStats;
 
@@ -38,6 +38,10 @@ pub use merge::merge;
 pub struct Partial {
     /// Where it came from, for messages: a file name, `<stdin>`, or `this run`.
     pub origin: String,
+    /// Which operations of its input it holds.
+    pub share: Share,
+    /// What it read, as every partition of the same input reads it.
+    pub source: SourceFingerprint,
     pub rules: RulesFingerprint,
     /// The latest time in this partition's input, and whether it is that of all the input.
     pub trace_end: TraceEnd,
@@ -212,6 +216,90 @@ impl OpAttempts {
     }
 }
 
+/// Which operations of its input a partial holds: a merge of `--partition` shares checks
+/// that each of the N is there once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Share {
+    /// Every operation of its input (no `--partition`).
+    All,
+    /// `--partition K/N`: the operations whose key hashes to partition K of N.
+    Partition(Partition),
+}
+
+impl Share {
+    pub fn of(partition: Option<Partition>) -> Share {
+        partition.map_or(Share::All, Share::Partition)
+    }
+}
+
+/// As a partial's header and the merge's messages write it: `K/N`, or `all`.
+impl std::fmt::Display for Share {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Share::All => f.write_str("all"),
+            Share::Partition(p) => write!(f, "{}/{}", p.index, p.count),
+        }
+    }
+}
+
+impl Serialize for Share {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Share {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Share, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == "all" {
+            return Ok(Share::All);
+        }
+        text.parse::<Partition>()
+            .map(Share::Partition)
+            .map_err(|why| {
+                serde::de::Error::custom(format!("its partition \"{text}\" is not valid: {why}"))
+            })
+    }
+}
+
+/// What a partition read, the same in every partition of one input (each worker under
+/// `--partition` reads all of it): partials of one set that differ here read different
+/// input (another day's log, a file still being written), and a merge of them would mix
+/// two inputs. Cheap on purpose: counts the reader keeps anyway, no pass over the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceFingerprint {
+    /// How many inputs (files, standard input) it read.
+    pub inputs: u64,
+    /// Their raw bytes, as stored (compressed or not).
+    pub bytes: u64,
+    /// Their non-blank lines.
+    pub lines: u64,
+}
+
+impl SourceFingerprint {
+    fn of(ingested: &Ingested) -> SourceFingerprint {
+        SourceFingerprint {
+            inputs: ingested.files.len() as u64,
+            bytes: ingested.whole_input.bytes,
+            lines: ingested.whole_input.lines,
+        }
+    }
+}
+
+/// `3 inputs, 1200 bytes, 40 lines`: for messages.
+impl std::fmt::Display for SourceFingerprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::words::counted;
+        write!(
+            f,
+            "{}, {}, {}",
+            counted(self.inputs, "input", "inputs"),
+            counted(self.bytes, "byte", "bytes"),
+            counted(self.lines, "line", "lines")
+        )
+    }
+}
+
 /// Every setting that changes a result, by hop name: partials made under different ones
 /// cannot be merged, and the merge says which setting differs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -223,6 +311,10 @@ pub struct RulesFingerprint {
     pub queue_hops: Vec<bool>,
     pub burst_window_ms: Millis,
     pub burst_min_ops: usize,
+    /// Rule v3: the inner layer's budget per hop (`null`: the hop's budget).
+    pub inner_budgets: Vec<Option<u32>>,
+    pub infer_layers: bool,
+    pub retryable_4xx: Vec<u16>,
 }
 
 impl RulesFingerprint {
@@ -235,6 +327,9 @@ impl RulesFingerprint {
             queue_hops: rules.queue_hops.clone(),
             burst_window_ms: rules.burst.window_ms,
             burst_min_ops: rules.burst.min_ops,
+            inner_budgets: rules.inner_budgets.clone(),
+            infer_layers: rules.infer_layers,
+            retryable_4xx: rules.retryable_4xx.clone(),
         }
     }
 
@@ -247,6 +342,7 @@ impl RulesFingerprint {
             self.deadlines_ms.len(),
             self.overlap_allowed.len(),
             self.queue_hops.len(),
+            self.inner_budgets.len(),
         ];
         if per_hop.iter().any(|&len| len != n) {
             anyhow::bail!("its rules list a value per hop for a different number of hops");
@@ -261,9 +357,10 @@ impl RulesFingerprint {
                 min_ops: self.burst_min_ops,
             },
             deadlines: self.deadlines_ms.clone(),
-            // Rule v3's settings shape each row before its partial is written; the merge
-            // needs none of them (see the rules module).
-            ..Rules::new(HopOrder::new(self.hops.clone())?)
+            // The merge analyses the deferred operations itself: it needs these too.
+            inner_budgets: self.inner_budgets.clone(),
+            infer_layers: self.infer_layers,
+            retryable_4xx: self.retryable_4xx.clone(),
         };
         rules.check()?;
         Ok(rules)
@@ -283,7 +380,8 @@ impl RulesFingerprint {
             (show(self), show(other))
         };
         let flags = |v: &[bool]| v.iter().map(|b| b.to_string()).collect::<Vec<_>>();
-        let differences: [(&str, bool, (String, String)); 7] = [
+        let list = |v: &[u16]| v.iter().map(u16::to_string).collect::<Vec<_>>().join(",");
+        let differences: [(&str, bool, (String, String)); 10] = [
             (
                 "the hop order (--hops, policy hops)",
                 self.hops != other.hops,
@@ -329,6 +427,29 @@ impl RulesFingerprint {
                     self.burst_min_ops.to_string(),
                     other.burst_min_ops.to_string(),
                 ),
+            ),
+            (
+                "the inner budgets (policy [inner_budgets])",
+                self.inner_budgets != other.inner_budgets,
+                per_hop(&|f| {
+                    f.inner_budgets
+                        .iter()
+                        .map(|n| n.map_or("the hop's".to_string(), |n| n.to_string()))
+                        .collect()
+                }),
+            ),
+            (
+                "layer inference (policy infer_layers)",
+                self.infer_layers != other.infer_layers,
+                (
+                    self.infer_layers.to_string(),
+                    other.infer_layers.to_string(),
+                ),
+            ),
+            (
+                "the retryable statuses (policy [retryable] statuses)",
+                self.retryable_4xx != other.retryable_4xx,
+                (list(&self.retryable_4xx), list(&other.retryable_4xx)),
             ),
         ];
         differences
@@ -547,6 +668,10 @@ fn from_pass(
     orphans_per_hop.resize(hops, 0);
     Ok(Partial {
         origin: "this run".to_string(),
+        // `analyze --format partial` says which share it wrote (`Share::of`); within a run
+        // the shares are merged there and then, never checked as a set.
+        share: Share::All,
+        source: SourceFingerprint::of(ingested),
         rules: RulesFingerprint::of(rules),
         trace_end,
         input: InputPart {
@@ -572,4 +697,27 @@ fn from_pass(
         kept,
         deferred,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_is_written_and_read_as_k_of_n_or_all() {
+        let two_of_four = Share::Partition(Partition { index: 2, count: 4 });
+        for (share, text) in [(two_of_four, "\"2/4\""), (Share::All, "\"all\"")] {
+            assert_eq!(serde_json::to_string(&share).unwrap(), text);
+            assert_eq!(serde_json::from_str::<Share>(text).unwrap(), share);
+        }
+        for bad in ["\"4/4\"", "\"2/0\"", "\"whole\"", "2"] {
+            assert!(serde_json::from_str::<Share>(bad).is_err(), "{bad}");
+        }
+        let err = serde_json::from_str::<Share>("\"5/4\"").unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("its partition \"5/4\" is not valid"),
+            "{err}"
+        );
+    }
 }

@@ -237,8 +237,12 @@ pub fn funnel_text(op: &OperationRecord) -> String {
 /// The one-line headline of a report.
 pub fn headline(s: &Summary) -> String {
     let amplified = s.hops.iter().map(|h| h.amplification).fold(0.0, f64::max);
+    // First, so that no reader takes a part for the whole.
+    let incomplete = s.incomplete.as_ref().map_or(String::new(), |i| {
+        format!("Incomplete ({}): ", i.describe())
+    });
     format!(
-        "{} became {} (peak amplification {:.2}×); {} healthy.",
+        "{incomplete}{} became {} (peak amplification {:.2}×); {} healthy.",
         counted(s.operations, "operation", "operations"),
         counted(s.attempts, "attempt", "attempts"),
         amplified,
@@ -266,7 +270,15 @@ pub(super) fn gate_section(gate: &GateReport) -> Section {
             .collect(),
     )
     .toned(0);
-    section.title = format!("{}: {}", SectionKind::Gate.title(), verdict.word());
+    let word = verdict.word();
+    section.title = match &gate.incomplete {
+        Some(i) => format!(
+            "{}: {word} — over only {}",
+            SectionKind::Gate.title(),
+            i.describe()
+        ),
+        None => format!("{}: {word}", SectionKind::Gate.title()),
+    };
     section.title_tone = Some(verdict.tone());
     if let Some(why) = &gate.inconclusive {
         section.notes.push(format!(
