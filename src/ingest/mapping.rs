@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use super::duration;
 use super::fields::{self, field_index, CheckedLine, RawFields, Scalar, FIELDS};
 use crate::model::Millis;
 use crate::rules::HopOrder;
@@ -710,8 +711,8 @@ fn count_plus_one(name: &str, v: Scalar, meaning: &str) -> Result<Scalar<'static
     }
 }
 
-/// A duration in ms: a number in `unit`, or (when `written_unit`) a string with its unit
-/// (`250ms`, `1.5s`, `830µs`).
+/// A duration in ms: a number in `unit`, an ISO 8601 duration (`PT0.045S`, see
+/// [`duration`]), or (when `written_unit`) a string with its unit (`250ms`, `1.5s`, `830µs`).
 fn duration_ms(
     name: &str,
     v: &Scalar,
@@ -736,6 +737,11 @@ fn duration_ms(
     let ms = match numeric(v) {
         Some(n) => unit.to_ms(n),
         None => match v {
+            // ISO 8601 (`PT0.045S`) only for a string starting with P: numbers take the
+            // path above, untouched, and `250ms` the unit path below.
+            Scalar::Str(s) if duration::is_iso8601(s) => {
+                duration::iso8601_ms(s).map_err(|why| format!("{name}: {why}"))?
+            }
             Scalar::Str(s) if written_unit => {
                 let s = s.trim();
                 let split = s

@@ -10,6 +10,7 @@
 
 mod ahead;
 mod document;
+mod duration;
 mod fields;
 mod jaeger;
 mod jsonl;
