@@ -86,6 +86,7 @@ impl Scene {
 
     fn start(&self, input: &Path) -> Child {
         Command::new(BIN)
+            .env(MEMORY_FLOOR.0, MEMORY_FLOOR.1)
             .args(self.analyze_args(input))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -328,6 +329,7 @@ fn two_runs_writing_one_output_leave_one_whole_file() {
     for attempt in 0..3 {
         let start = |input: &Path| {
             Command::new(BIN)
+                .env(MEMORY_FLOOR.0, MEMORY_FLOOR.1)
                 .args(["analyze", &input.display().to_string(), "-f", "jsonl", "-o"])
                 .arg(&out)
                 .stdin(Stdio::null())
@@ -398,6 +400,7 @@ fn a_report_that_cannot_reach_standard_output_exits_2() {
         #[cfg(target_os = "linux")]
         {
             let full = Command::new(BIN)
+                .env(MEMORY_FLOOR.0, MEMORY_FLOOR.1)
                 .args(["analyze", &input.display().to_string(), "-f", format])
                 .stdout(std::fs::File::create("/dev/full").unwrap())
                 .output()
@@ -415,6 +418,7 @@ fn a_report_that_cannot_reach_standard_output_exits_2() {
     // Standard output as /dev/null is a choice, not an accident: no error.
     analyze(&[input.display().to_string()]).expect_code(0);
     let null = Command::new(BIN)
+        .env(MEMORY_FLOOR.0, MEMORY_FLOOR.1)
         .args(["analyze", &input.display().to_string()])
         .stdout(Stdio::null())
         .status()

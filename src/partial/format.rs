@@ -1201,22 +1201,15 @@ fn hop_named(hops: &HopOrder, name: &str) -> Result<u16> {
         .ok_or_else(|| anyhow!("hop \"{name}\" is not in the header's hop order"))
 }
 
-/// The narrowest burst window a partial's header may carry, in ms: a microsecond. The burst
-/// search divides by the window, and one so narrow that the quotient overflows (a
-/// subnormal one, say) would break it; no log's clock tells retry starts apart below a
-/// microsecond, and every reader of times keeps at most that resolution in practice.
-// TODO(#47): this belongs with the one check of every numeric setting (flags, policy and
-// partial headers alike); move it there once that check exists.
-pub const MIN_BURST_WINDOW_MS: Millis = 1e-3;
-
-/// The header's burst window, refused below [`MIN_BURST_WINDOW_MS`] (`Rules::check` has
-/// refused zero, negative and non-finite ones already).
+/// The header's burst window, in the range every way in accepts
+/// ([`crate::rules::burst_window_is_valid`]): the burst search divides by it, and a
+/// subnormal one breaks it.
 fn burst_window(ms: Millis) -> Result<Millis> {
-    if ms >= MIN_BURST_WINDOW_MS {
+    if crate::rules::burst_window_is_valid(ms) {
         Ok(ms)
     } else {
         // In exponent form: a subnormal's decimals run to hundreds of digits.
-        bail!("its [burst] window_ms is {ms:e} ms, narrower than the narrowest window, {MIN_BURST_WINDOW_MS} ms: the partial was edited or made with a window no run accepts; make it again with a window of at least {MIN_BURST_WINDOW_MS} ms (--burst-window, policy [burst] window_ms)")
+        bail!("its [burst] window_ms is {ms:e} ms, and a window is {}: the partial was edited or made with a window no run accepts; make it again (--burst-window, policy [burst] window_ms)", crate::rules::BURST_WINDOW_RANGE)
     }
 }
 
