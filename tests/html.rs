@@ -182,7 +182,11 @@ fn top_0_leaves_timelines_out_of_the_json_summary() {
     let s = summary_value(&["--top", "0", "fixtures/incident.jsonl"]);
     assert!(s.get("timelines").is_none());
     assert!(s.get("attempts_over_time").is_some());
-    let empty = summary_value(&[fixture("bad/README.md").to_str().unwrap(), "--skip-invalid"]);
+    let empty = summary_value(&[
+        fixture("bad/README.md").to_str().unwrap(),
+        "--skip-invalid",
+        "--allow-empty",
+    ]);
     assert!(empty.get("attempts_over_time").is_none());
 }
 
