@@ -260,7 +260,8 @@ impl<W: Write> Write for ClosedPipe<W> {
 /// Why the run exits 2 on what it read, if it does: bad lines that `--skip-invalid` did not
 /// accept, or no attempt at all (unless `--allow-empty`: a pipeline that lost its logs, or a
 /// wrong `kubectl` selector, must not look like a healthy system; a `diff` needs both
-/// sides). Decided once, before the report is rendered, and marked on the gate's verdict so
+/// sides). One partition of `--partition K/N` may own no operation at all, so there the
+/// merge of the set judges emptiness, not the partition. Decided once, before the report is rendered, and marked on the gate's verdict so
 /// that every format, stderr and the JUnit file say the same.
 pub fn judge(
     verdict: &mut Option<gate::GateReport>,
@@ -272,7 +273,8 @@ pub fn judge(
         .find_map(|a| input_error(&a.diagnostics))
         .or_else(|| {
             let empty = analyses.iter().find(|a| a.tally.operations == 0)?;
-            (!config.gate.allow_empty).then(|| no_attempts(empty))
+            let partitioned = config.input.partition.is_some_and(|p| p.count > 1);
+            (!config.gate.allow_empty && !partitioned).then(|| no_attempts(empty))
         });
     if let (Some(verdict), Some(failure)) = (verdict.as_mut(), &failure) {
         verdict.mark_inconclusive(failure);

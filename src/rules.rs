@@ -5,6 +5,7 @@
 use anyhow::{bail, Context, Result};
 
 use crate::model::Millis;
+use crate::words;
 
 /// The default hop order, upstream first (docs/input.md).
 pub const DEFAULT_HOPS: [&str; 4] = ["caller", "gateway", "consumer", "dependency"];
@@ -231,12 +232,12 @@ impl Rules {
             .zip(&self.deadlines)
             .find_map(|(hop, d)| d.filter(|&ms| !duration_is_valid(ms)).map(|ms| (hop, ms)))
         {
-            bail!("the deadline at {hop} is {ms} ms; a deadline is {DURATION_RANGE} (--deadline, policy [deadlines])");
+            bail!("the deadline at {hop} is {} ms; a deadline is {DURATION_RANGE} (--deadline, policy [deadlines])", words::number(ms));
         }
         if !burst_window_is_valid(self.burst.window_ms) {
             bail!(
                 "the burst window is {} ms; it is {BURST_WINDOW_RANGE} (--burst-window, policy [burst] window_ms)",
-                self.burst.window_ms
+                words::number(self.burst.window_ms)
             );
         }
         if self.burst.min_ops < FEWEST_BURST_OPS {

@@ -1,6 +1,7 @@
 //! How counts are written for people: thousands separators, the singular or the plural
-//! of the noun after a number ("1 line", "2 lines"), and sizes in binary units. Every report and message uses these, so
-//! no output says "1 bursts".
+//! of the noun after a number ("1 line", "2 lines"), sizes in binary units, and a number
+//! a user typed, however extreme. Every report and message uses these, so no output says
+//! "1 bursts" or prints a subnormal's 300 decimals.
 
 /// A count with comma thousands separators: `1,234,567`.
 pub fn count(n: u64) -> String {
@@ -61,5 +62,33 @@ mod tests {
             assert_eq!(count(n), plain);
             assert_eq!(counted(n, "line", "lines"), noun);
         }
+    }
+}
+
+/// A number as a message quotes it back: as written for everyday magnitudes (`50`, `-0.5`),
+/// in exponent form for the extremes (`5e-324`, `1e300`), where the plain form runs to
+/// hundreds of digits.
+pub fn number(x: f64) -> String {
+    let everyday = x == 0.0 || (1e-6..1e15).contains(&x.abs()) || !x.is_finite();
+    if everyday {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extreme_numbers_are_quoted_in_exponent_form() {
+        assert_eq!(number(50.0), "50");
+        assert_eq!(number(-50.0), "-50");
+        assert_eq!(number(0.0), "0");
+        assert_eq!(number(0.25), "0.25");
+        assert_eq!(number(5e-324), "5e-324");
+        assert_eq!(number(-1e300), "-1e300");
+        assert_eq!(number(9.223372036854776e18), "9.223372036854776e18");
     }
 }

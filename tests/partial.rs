@@ -701,7 +701,7 @@ fn a_header_with_an_unusable_burst_window_or_an_old_version_is_refused() {
     let incident = fixture("incident.jsonl");
     let part = partition_partials(&incident, 1, &[0], &[], &dir, "incident").remove(0);
     for (name, window, expected) in [
-        ("subnormal.partial", "5e-324", "window_ms is 5e-324 ms"),
+        ("subnormal.partial", "5e-324", "burst window is 5e-324 ms"),
         ("zero.partial", "0.0", "burst window is 0 ms"),
         ("negative.partial", "-50.0", "burst window is -50 ms"),
     ] {

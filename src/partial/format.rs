@@ -985,7 +985,6 @@ impl Reading {
             .rules
             .rules()
             .context("the partial's header is not valid")?;
-        burst_window(header.rules.burst_window_ms).context("the partial's header is not valid")?;
         time("the trace's end (trace_end_ms)", header.trace_end_ms)
             .context("the partial's header is not valid")?;
         let origin = if number == 1 {
@@ -1201,25 +1200,13 @@ fn hop_named(hops: &HopOrder, name: &str) -> Result<u16> {
         .ok_or_else(|| anyhow!("hop \"{name}\" is not in the header's hop order"))
 }
 
-/// The header's burst window, in the range every way in accepts
-/// ([`crate::rules::burst_window_is_valid`]): the burst search divides by it, and a
-/// subnormal one breaks it.
-fn burst_window(ms: Millis) -> Result<Millis> {
-    if crate::rules::burst_window_is_valid(ms) {
-        Ok(ms)
-    } else {
-        // In exponent form: a subnormal's decimals run to hundreds of digits.
-        bail!("its [burst] window_ms is {ms:e} ms, and a window is {}: the partial was edited or made with a window no run accepts; make it again (--burst-window, policy [burst] window_ms)", crate::rules::BURST_WINDOW_RANGE)
-    }
-}
-
 /// `ms`, a time or a duration of a partial, unless it is negative: every reader of events
 /// refuses negative times, so no analysis writes one, and the partial was edited.
 fn time(what: &str, ms: Millis) -> Result<Millis> {
     if is_time(ms) {
         Ok(ms)
     } else {
-        bail!("{what} is {ms} ms, and a partial's times are never negative: the partial was edited; make it again")
+        bail!("{what} is {} ms, and a partial's times are never negative: the partial was edited; make it again", crate::words::number(ms))
     }
 }
 
