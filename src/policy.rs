@@ -131,11 +131,19 @@ impl Policy {
             if hops.is_empty() {
                 return Err("hops = []: name at least one hop, upstream first, e.g. hops = [\"caller\", \"gateway\", \"dependency\"]".to_string());
             }
-            for (i, hop) in hops.iter().enumerate() {
+            if hops.len() > crate::rules::MOST_HOPS {
+                return Err(format!(
+                    "hops lists {} hops; a hop order holds at most {} (hops are the tiers a request crosses: map services onto them with [hop_map])",
+                    hops.len(),
+                    crate::rules::MOST_HOPS
+                ));
+            }
+            let mut seen = std::collections::HashSet::with_capacity(hops.len());
+            for hop in hops {
                 if hop.is_empty() || hop.contains(char::is_whitespace) {
                     return Err(format!("hops: hop name {hop:?} is empty or has spaces"));
                 }
-                if hops[..i].contains(hop) {
+                if !seen.insert(hop.as_str()) {
                     return Err(format!("hops: hop \"{hop}\" is listed twice"));
                 }
             }
@@ -329,6 +337,20 @@ mod tests {
         let err = format!("{:#}", parse("fail-on = [\"x > 1\"]").unwrap_err());
         assert!(err.contains("fail-on"), "{err}");
         assert!(err.contains("fail_on = ["), "{err}");
+    }
+
+    #[test]
+    fn a_hop_order_past_the_cap_is_refused_at_once() {
+        let names: Vec<String> = (0..=crate::rules::MOST_HOPS)
+            .map(|i| format!("\"h{i}\""))
+            .collect();
+        let err = format!(
+            "{:#}",
+            parse(&format!("hops = [{}]", names.join(","))).unwrap_err()
+        );
+        assert!(err.contains("holds at most 1000"), "{err}");
+        let fits = &names[..crate::rules::MOST_HOPS];
+        assert!(parse(&format!("hops = [{}]", fits.join(","))).is_ok());
     }
 
     #[test]
