@@ -45,6 +45,18 @@ pub fn bytes(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
+/// A number as a message quotes it back: as written for everyday magnitudes (`50`, `-0.5`),
+/// in exponent form for the extremes (`5e-324`, `1e300`), where the plain form runs to
+/// hundreds of digits.
+pub fn number(x: f64) -> String {
+    let everyday = x == 0.0 || (1e-6..1e15).contains(&x.abs()) || !x.is_finite();
+    if everyday {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,23 +75,6 @@ mod tests {
             assert_eq!(counted(n, "line", "lines"), noun);
         }
     }
-}
-
-/// A number as a message quotes it back: as written for everyday magnitudes (`50`, `-0.5`),
-/// in exponent form for the extremes (`5e-324`, `1e300`), where the plain form runs to
-/// hundreds of digits.
-pub fn number(x: f64) -> String {
-    let everyday = x == 0.0 || (1e-6..1e15).contains(&x.abs()) || !x.is_finite();
-    if everyday {
-        format!("{x}")
-    } else {
-        format!("{x:e}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn extreme_numbers_are_quoted_in_exponent_form() {
