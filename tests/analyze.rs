@@ -223,6 +223,61 @@ fn bad_line_messages_say_what_is_wrong() {
     assert!(message(11).contains("truncated"), "{}", message(11));
 }
 
+/// An integer ID reads as its digits up to u64 (Datadog's trace IDs exceed i64), in the
+/// fast reader, the general one (a long line) and under a key mapping; beyond 64 bits the
+/// digits are lost to any JSON reader, so the line is refused and told to quote it.
+#[test]
+fn integer_ids_read_as_their_digits_up_to_64_bits() {
+    let line = |id: &str, pad: &str| {
+        format!(
+            r#"{{"operation_id":{id},"hop":"caller","attempt":1,"start_ms":1,"finish_ms":2,"outcome":200{pad}}}"#
+        )
+    };
+    for id in [
+        "7",
+        "9223372036854775807",
+        "9223372036854775808",
+        "18446744073709551615",
+    ] {
+        for pad in ["", r#","note":{"nested":[1,2]}"#] {
+            let run = run_with_stdin(
+                &["analyze", "--format", "jsonl"],
+                Some(line(id, pad).as_bytes()),
+            );
+            run.expect_code(0);
+            let rows = decode_rows(&run.stdout);
+            assert_eq!(rows[0].operation_id, id, "{pad}");
+        }
+        let mapped = format!(
+            r#"{{"req":{id},"hop":"caller","attempt":1,"start_ms":1,"finish_ms":2,"outcome":200}}"#
+        );
+        let run = run_with_stdin(
+            &[
+                "analyze",
+                "--format",
+                "jsonl",
+                "--field",
+                "operation_id=req",
+            ],
+            Some(mapped.as_bytes()),
+        );
+        run.expect_code(0);
+        assert_eq!(decode_rows(&run.stdout)[0].operation_id, id);
+    }
+    let run = run_with_stdin(
+        &["analyze", "--format", "jsonl"],
+        Some(line("123456789012345678901234", "").as_bytes()),
+    );
+    run.expect_code(2);
+    assert!(
+        run.stderr
+            .contains("<stdin>:1: operation_id is an integer of more than 64 bits"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("quote it"), "{}", run.stderr);
+}
+
 #[test]
 fn an_exact_duplicate_line_is_counted_once_and_is_not_an_error() {
     let run = analyze(&["--format", "json", BAD_LINES]);

@@ -49,7 +49,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
                 Ok(Scalar::Int(v))
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(i64::try_from(v).map_or(Scalar::Float(v as f64), Scalar::Int))
+                // Above i64 (a Datadog trace ID, say) the digits are kept as text: an ID must
+                // read exactly, and a numeric field parses the text to the same f64.
+                Ok(i64::try_from(v)
+                    .map_or_else(|_| Scalar::Str(Cow::Owned(v.to_string())), Scalar::Int))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
                 Ok(Scalar::Float(v))
@@ -527,6 +530,10 @@ fn text<'a>(key: &str, v: Scalar<'a>) -> Result<Cow<'a, str>, String> {
     match v {
         Scalar::Str(s) => Ok(s),
         Scalar::Int(i) => Ok(Cow::Owned(i.to_string())),
+        // JSON readers give an integer beyond 64 bits as the nearest f64: its digits are gone.
+        Scalar::Float(f) if f.fract() == 0.0 && f.abs() >= 2f64.powi(63) => Err(format!(
+            "{key} is an integer of more than 64 bits, which cannot be read exactly: quote it (\"{key}\": \"…\")"
+        )),
         other => Err(format!("{key} must be a string, got {}", other.describe())),
     }
 }

@@ -677,9 +677,11 @@ fn scalar(value: &Value) -> Result<Option<Scalar<'static>>, &'static str> {
     Ok(Some(match value {
         Value::Null => return Ok(None),
         Value::Bool(b) => Scalar::Bool(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => Scalar::Int(i),
-            None => Scalar::Float(n.as_f64().unwrap_or(f64::NAN)),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Scalar::Int(i),
+            // Kept as text, as `Scalar`'s reader does: an ID above i64 must read exactly.
+            (None, Some(u)) => Scalar::Str(Cow::Owned(u.to_string())),
+            (None, None) => Scalar::Float(n.as_f64().unwrap_or(f64::NAN)),
         },
         Value::String(s) => Scalar::Str(Cow::Owned(s.clone())),
         Value::Array(_) => return Err("an array"),
