@@ -135,6 +135,16 @@ fn not_found(ingested: &Ingested, id: &str) -> String {
         if n == 1 { "" } else { "s" },
         ingested.files.join(", ")
     );
+    let bad = ingested.diagnostics.total();
+    if bad > 0 {
+        // An operation whose every line was bad never became an operation: say where it
+        // may be rather than that it is absent.
+        message.push_str(&format!(
+            "; {bad} bad line{} could not be read, and the operation may be on {} (see above)",
+            if bad == 1 { "" } else { "s" },
+            if bad == 1 { "it" } else { "one of them" }
+        ));
+    }
     if similar.is_empty() {
         message.push_str(
             "; 'attempt-funnel analyze --format jsonl' lists every operation_id and test_run_id",

@@ -159,6 +159,29 @@ fn show_reports_bad_lines_and_exits_2_but_still_shows_a_good_operation() {
     );
 }
 
+/// An operation whose only line was bad is not "absent": the bad lines come first and the
+/// message says the operation may be on one of them.
+#[test]
+fn an_operation_whose_only_line_was_bad_points_at_the_bad_lines() {
+    let input = concat!(
+        r#"{"operation_id":"x","hop":"caller","attempt":0,"start_ms":1,"finish_ms":2}"#,
+        "\n",
+        r#"{"operation_id":"y","hop":"caller","attempt":1,"start_ms":1,"finish_ms":2,"outcome":200}"#,
+        "\n"
+    );
+    let out = run_with_stdin(&["show", "x"], Some(input.as_bytes()));
+    out.expect_code(2);
+    let bad = out
+        .stderr
+        .find("<stdin>:1: attempt must be")
+        .expect(&out.stderr);
+    let verdict = out
+        .stderr
+        .find("1 bad line could not be read, and the operation may be on it (see above)")
+        .expect(&out.stderr);
+    assert!(bad < verdict, "{}", out.stderr);
+}
+
 #[test]
 fn show_without_an_operation_id_is_a_usage_error() {
     show(&[]).expect_code(2);

@@ -16,10 +16,14 @@ pub fn run(args: crate::cli::ShowArgs) -> Result<i32> {
 /// attempts, then its tree and timeline.
 pub fn show(config: ShowConfig) -> Result<i32> {
     let ingested = ingest::read_inputs(&config.input, &config.rules.hops)?;
-    let op = match &config.operation_id {
-        Some(id) => select::find_operation(&ingested, id, config.test_run_id.as_deref())?,
-        None => select::only_operation(&ingested, config.test_run_id.as_deref())?,
+    let found = match &config.operation_id {
+        Some(id) => select::find_operation(&ingested, id, config.test_run_id.as_deref()),
+        None => select::only_operation(&ingested, config.test_run_id.as_deref()),
     };
+    let op = found.inspect_err(|_| {
+        // The bad lines first: the error that follows may point at them.
+        ingested.diagnostics.report();
+    })?;
     let shown = summary::display_operation_key(&ingested.operation_key(op));
     let keep = analysis::Keep::Operations(vec![op]);
     let analysis = partial::analyze(
