@@ -416,6 +416,28 @@ fn a_line_longer_than_the_limit_is_a_bad_line_and_the_next_lines_are_read() {
     assert_eq!(rows_of(&run).len(), 3);
 }
 
+/// A line over the limit is a line read, however long: the ones a read chunk holds and the
+/// ones dropped as they stream past (16 MiB and more) count alike in `input.lines`.
+#[test]
+fn a_line_over_the_limit_counts_in_input_lines_at_any_length() {
+    for length in [3usize << 20, 17 << 20] {
+        let mut input = event("op-1", "caller", 1, 1, 2).into_bytes();
+        input.extend(b"{\"x\":\"");
+        input.extend(std::iter::repeat_n(b'x', length));
+        input.extend(b"\"}\n");
+        input.extend(event("op-2", "caller", 1, 5, 6).as_bytes());
+        let run = run_guarded(
+            &["analyze", "--format", "json", "--skip-invalid"],
+            Some(input),
+            None,
+        );
+        run.expect_code(0);
+        let input = &decode_summary_value(&run.stdout)["input"];
+        assert_eq!(input["lines"], 3, "a {length}-byte line: {input}");
+        assert_eq!(input["bad_lines"], 1, "a {length}-byte line: {input}");
+    }
+}
+
 #[test]
 fn millions_of_bad_lines_are_counted_not_kept() {
     let lines = 4_000_000;

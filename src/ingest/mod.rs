@@ -1337,6 +1337,8 @@ impl<'c> Reader<'c> {
                 let l = long.take().expect("set above");
                 next_line = l.line + 1;
                 if !l.blank {
+                    // A line read, like the shorter ones over the limit that a chunk holds.
+                    self.out.lines_read += 1;
                     let limit = max_line_bytes(self.config, format);
                     self.bad_line(file, l.line, too_long(l.bytes, limit))?;
                 }
