@@ -15,21 +15,21 @@ cd "$(dirname "$0")/.."
 
 # target → the cargo test target and the test's name in it.
 declare -A TEST=(
-  [jsonl]="--bin attempt-funnel ingest::jsonl::tests::fuzz_jsonl"
-  [logfmt]="--bin attempt-funnel ingest::logfmt::tests::fuzz_logfmt"
-  [otlp]="--bin attempt-funnel ingest::otlp::tests::fuzz_otlp"
-  [zipkin]="--bin attempt-funnel ingest::zipkin::tests::fuzz_zipkin"
-  [ingest]="--bin attempt-funnel ingest::tests::fuzz_ingest"
+  [jsonl]="--lib ingest::jsonl::tests::fuzz_jsonl"
+  [logfmt]="--lib ingest::logfmt::tests::fuzz_logfmt"
+  [otlp]="--lib ingest::otlp::tests::fuzz_otlp"
+  [zipkin]="--lib ingest::zipkin::tests::fuzz_zipkin"
+  [ingest]="--lib ingest::tests::fuzz_ingest"
   [parquet]="--test hostile fuzz_parquet"
   [partial]="--test hostile fuzz_partial"
-  [gate]="--bin attempt-funnel gate::condition::tests::fuzz_gate"
-  [policy]="--bin attempt-funnel policy::tests::fuzz_policy"
+  [gate]="--lib gate::condition::tests::fuzz_gate"
+  [policy]="--lib policy::tests::fuzz_policy"
 )
 TARGETS=(jsonl logfmt otlp zipkin ingest gate policy parquet partial)
 [ $# -gt 0 ] && TARGETS=("$@")
 export FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 
-cargo test --release --bin attempt-funnel --test hostile --no-run || exit 2
+cargo test --release --lib --test hostile --no-run || exit 2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
@@ -40,9 +40,15 @@ for target in "${TARGETS[@]}"; do
     exit 2
   fi
   echo "fuzz: $target for $FUZZ_SECONDS s" >&2
-  read -r kind test_target name <<<"$spec"
-  if cargo test -q --release "$kind" "$test_target" -- --exact "$name" --nocapture >"$log" 2>&1; then
-    grep -E '^fuzz ' "$log" >&2
+  # "--lib NAME" or "--test TARGET NAME".
+  read -r kind first second <<<"$spec"
+  if [ "$kind" = --lib ]; then which=(--lib); name=$first; else which=("$kind" "$first"); name=$second; fi
+  if cargo test -q --release "${which[@]}" -- --exact "$name" --nocapture >"$log" 2>&1; then
+    # A target that ran no test (renamed, moved) fuzzed nothing: that is a failure.
+    if ! grep -E '^fuzz ' "$log" >&2; then
+      status=1
+      echo "fuzz: $target ran no fuzz test ($spec): fix its line in fuzz/run.sh" >&2
+    fi
   else
     status=1
     grep -E 'fuzz target|FUZZ_SEED|panicked' "$log" >&2 || cat "$log" >&2
