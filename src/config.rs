@@ -476,7 +476,8 @@ fn with_flags(mut rules: Rules, flags: &RuleArgs, policy: &Policy) -> Result<Rul
     let min_ops = flags.burst_min_ops.unwrap_or(rules.burst.min_ops);
     if !rules::burst_window_is_valid(window) {
         anyhow::bail!(
-            "--burst-window {window}: the window is {}, e.g. --burst-window 50",
+            "--burst-window {}: the window is {}, e.g. --burst-window 50",
+            crate::words::number(window),
             rules::BURST_WINDOW_RANGE
         );
     }

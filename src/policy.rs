@@ -71,7 +71,7 @@ pub struct Policy {
     #[serde(default)]
     pub fail_on: Vec<String>,
     /// Most attempts per line, per hop.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_per_hop")]
     pub budgets: BTreeMap<String, u32>,
     /// Hops where overlapping attempts are intended (hedged requests).
     #[serde(default)]
@@ -88,6 +88,7 @@ pub struct Policy {
     #[serde(default)]
     pub hop_map: BTreeMap<String, String>,
     /// The number of the original attempt in the input (`--attempt-base`): 1 or 0.
+    #[serde(default, deserialize_with = "whole_or_none")]
     pub attempt_base: Option<u32>,
     /// The unit of numeric times in the input (`--time-unit`).
     pub time_unit: Option<String>,
@@ -99,7 +100,7 @@ pub struct Policy {
     pub hop_values: BTreeMap<String, String>,
     /// Most sends the inner of two retrying layers in one hop may make per attempt of the
     /// outer one, per hop (default: the hop's budget).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_per_hop")]
     pub inner_budgets: BTreeMap<String, u32>,
     /// Whether a line's timing alone may show two retrying layers (default true).
     pub infer_layers: Option<bool>,
@@ -113,6 +114,7 @@ pub struct Policy {
 pub struct RetryablePolicy {
     /// The HTTP 4xx statuses a retry can fix, replacing the default list; a retry after
     /// any other 4xx is `retried-non-retryable`.
+    #[serde(default, deserialize_with = "wholes_or_none")]
     pub statuses: Option<Vec<u16>>,
 }
 
@@ -120,7 +122,69 @@ pub struct RetryablePolicy {
 #[serde(deny_unknown_fields)]
 pub struct BurstPolicy {
     pub window_ms: Option<f64>,
+    #[serde(default, deserialize_with = "whole_or_none")]
     pub min_ops: Option<usize>,
+}
+
+/// A whole number of the policy in `T`'s range. TOML's own reader refuses a float with
+/// the float's every digit (330 of them for `5e-324`); this one says what is wrong in words,
+/// and the message's excerpt of the file names the key.
+struct Whole<T>(T);
+
+impl<'de, T: TryFrom<i64> + TryFrom<u64>> Deserialize<'de> for Whole<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, Visitor};
+        struct Reader<T>(std::marker::PhantomData<T>);
+        impl<T: TryFrom<i64> + TryFrom<u64>> Visitor<'_> for Reader<T> {
+            type Value = Whole<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a whole number")
+            }
+            fn visit_i64<E: Error>(self, v: i64) -> Result<Whole<T>, E> {
+                T::try_from(v)
+                    .map(Whole)
+                    .map_err(|_| E::custom(format!("{v} is out of range for this setting")))
+            }
+            fn visit_u64<E: Error>(self, v: u64) -> Result<Whole<T>, E> {
+                T::try_from(v)
+                    .map(Whole)
+                    .map_err(|_| E::custom(format!("{v} is out of range for this setting")))
+            }
+            fn visit_f64<E: Error>(self, v: f64) -> Result<Whole<T>, E> {
+                Err(E::custom(format!(
+                    "{} is not a whole number",
+                    crate::words::number(v)
+                )))
+            }
+        }
+        deserializer.deserialize_any(Reader(std::marker::PhantomData))
+    }
+}
+
+fn whole_per_hop<'de, D, T>(deserializer: D) -> Result<BTreeMap<String, T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i64> + TryFrom<u64>,
+{
+    let read = BTreeMap::<String, Whole<T>>::deserialize(deserializer)?;
+    Ok(read.into_iter().map(|(hop, n)| (hop, n.0)).collect())
+}
+
+fn whole_or_none<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i64> + TryFrom<u64>,
+{
+    Ok(Option::<Whole<T>>::deserialize(deserializer)?.map(|n| n.0))
+}
+
+fn wholes_or_none<'de, D, T>(deserializer: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i64> + TryFrom<u64>,
+{
+    let read = Option::<Vec<Whole<T>>>::deserialize(deserializer)?;
+    Ok(read.map(|all| all.into_iter().map(|n| n.0).collect()))
 }
 
 impl Policy {
@@ -183,7 +247,8 @@ impl Policy {
             .find(|(_, ms)| !crate::rules::duration_is_valid(**ms))
         {
             return Err(format!(
-                "deadlines.{hop} = {ms}: a deadline is {}",
+                "deadlines.{hop} = {}: a deadline is {}",
+                crate::words::number(*ms),
                 crate::rules::DURATION_RANGE
             ));
         }
@@ -193,7 +258,8 @@ impl Policy {
             .filter(|&w| !crate::rules::burst_window_is_valid(w))
         {
             return Err(format!(
-                "burst.window_ms = {w}: the window is {}",
+                "burst.window_ms = {}: the window is {}",
+                crate::words::number(w),
                 crate::rules::BURST_WINDOW_RANGE
             ));
         }

@@ -424,3 +424,189 @@ fn a_bad_rule_v3_policy_setting_names_the_key() {
         assert!(run.stderr.contains(key), "{text}: {}", run.stderr);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Every numeric rule setting at its extremes, through each way in
+// ---------------------------------------------------------------------------------------
+
+/// A numeric rule setting and how each way in spells it (`None`: no such way).
+struct Setting {
+    /// What every refusal of a bad value names, whichever way it came in.
+    named: &'static str,
+    flag: Option<fn(&str) -> Vec<String>>,
+    policy: fn(&str) -> String,
+    /// The partial header's `rules` key and, for a per-hop list, the default list with
+    /// `V` where the value goes.
+    header: (&'static str, &'static str),
+    /// The extremes this setting accepts; every other one is refused.
+    valid: &'static [&'static str],
+}
+
+/// 0, subnormal, negative, NaN, infinity, huge, and one past u32.
+const EXTREMES: [&str; 7] = ["0", "5e-324", "-1", "nan", "inf", "1e300", "4294967296"];
+
+fn settings() -> Vec<Setting> {
+    vec![
+        Setting {
+            named: "budget",
+            flag: Some(|v| vec![format!("--budget=gateway={v}")]),
+            policy: |v| format!("[budgets]\ngateway = {v}\n"),
+            header: ("budgets", "[3,V,3,3]"),
+            valid: &[],
+        },
+        Setting {
+            named: "deadline",
+            flag: Some(|v| vec![format!("--deadline=caller={v}")]),
+            policy: |v| format!("[deadlines]\ncaller = {v}\n"),
+            header: ("deadlines_ms", "[V,null,null,null]"),
+            valid: &["1e300", "4294967296"],
+        },
+        Setting {
+            named: "window",
+            flag: Some(|v| vec![format!("--burst-window={v}")]),
+            policy: |v| format!("[burst]\nwindow_ms = {v}\n"),
+            header: ("burst_window_ms", "V"),
+            valid: &[],
+        },
+        Setting {
+            named: "burst",
+            flag: Some(|v| vec![format!("--burst-min-ops={v}")]),
+            policy: |v| format!("[burst]\nmin_ops = {v}\n"),
+            header: ("burst_min_ops", "V"),
+            valid: &["4294967296"],
+        },
+        Setting {
+            named: "inner",
+            flag: None,
+            policy: |v| format!("[inner_budgets]\ncaller = {v}\n"),
+            header: ("inner_budgets", "[V,null,null,null]"),
+            valid: &[],
+        },
+        Setting {
+            named: "retryable",
+            flag: None,
+            policy: |v| format!("[retryable]\nstatuses = [{v}]\n"),
+            header: ("retryable_4xx", "[V]"),
+            valid: &[],
+        },
+    ]
+}
+
+/// A partial of the incident whose header's rules say `value` for `setting`, as JSON text
+/// (NaN and infinity, which JSON cannot write, as the words a hand edit would leave).
+fn partial_saying(base: &str, setting: &Setting, value: &str) -> Vec<u8> {
+    let (header, rest) = base.split_once('\n').expect("a partial has a header line");
+    let json_value = match value {
+        "nan" => "NaN",
+        "inf" => "1e999",
+        v => v,
+    };
+    let (key, list) = setting.header;
+    let start = header
+        .find(&format!("\"{key}\":"))
+        .unwrap_or_else(|| panic!("no {key} in {header}"));
+    let value_start = start + key.len() + 3;
+    let value_len = header[value_start..]
+        .find([',', '}'])
+        .map(|end| {
+            // A list runs to its closing bracket.
+            if header[value_start..].starts_with('[') {
+                header[value_start..].find(']').unwrap() + 1
+            } else {
+                end
+            }
+        })
+        .unwrap();
+    let edited = format!(
+        "{}{}{}",
+        &header[..value_start],
+        list.replace('V', json_value),
+        &header[value_start + value_len..]
+    );
+    format!("{edited}\n{rest}").into_bytes()
+}
+
+/// Each setting gets each extreme through the flag, the policy file and a partial's
+/// header: a value out of range is refused with exit 2, naming the setting (and the file
+/// it came from), never a panic; a value in range is taken, and a partial made so merges.
+#[test]
+fn every_numeric_setting_at_its_extremes_is_refused_or_taken_the_same_way_in_through_each_way_in() {
+    let made = analyze(&["--format", "partial", "fixtures/incident.jsonl"]);
+    made.expect_code(0);
+    let base = made.stdout_text();
+    for setting in settings() {
+        for value in EXTREMES {
+            let valid = setting.valid.contains(&value);
+            let case = format!("{} = {value}", setting.named);
+            // A refusal names the setting, or quotes the line of the file that set it.
+            let judge = |run: &Run, way: &str, names: &[&str]| {
+                assert!(
+                    !run.stderr.contains("panicked"),
+                    "{case} by {way}: {}",
+                    run.stderr
+                );
+                if valid {
+                    run.expect_code(0);
+                } else {
+                    assert_eq!(run.code, 2, "{case} by {way}: {}", run.stderr);
+                    let stderr = run.stderr.to_lowercase();
+                    assert!(
+                        names.iter().any(|n| stderr.contains(&n.to_lowercase())),
+                        "{case} by {way} names one of {names:?}: {stderr}"
+                    );
+                    // Extremes are quoted in exponent form, never as hundreds of digits.
+                    assert!(
+                        !stderr.contains("0000000000000000000000"),
+                        "{case} by {way}: {stderr}"
+                    );
+                }
+            };
+            if let Some(flag) = setting.flag {
+                let mut args: Vec<String> = vec!["analyze".into()];
+                args.extend(flag(value));
+                args.push("fixtures/incident.jsonl".into());
+                judge(&run(&args), "flag", &[setting.named]);
+            }
+            let policy_text = (setting.policy)(value);
+            let policy_line = policy_text.lines().last().unwrap();
+            let policy = TempFile::new("policy.toml", policy_text.as_bytes());
+            let policy_path = policy.path().to_str().unwrap().to_string();
+            let by_policy = run(&[
+                "analyze",
+                "--policy",
+                &policy_path,
+                "fixtures/incident.jsonl",
+            ]);
+            judge(&by_policy, "policy", &[setting.named, policy_line]);
+            // The policy names the file; an error also names the setting as the policy spells it.
+            if !valid {
+                assert!(
+                    by_policy.stderr.contains(&policy_path),
+                    "{case}: {}",
+                    by_policy.stderr
+                );
+            }
+            let partial = TempFile::new("edited.partial", &partial_saying(&base, &setting, value));
+            let partial_path = partial.path().to_str().unwrap().to_string();
+            let merged = if valid {
+                run(&["merge", "--policy", &policy_path, &partial_path])
+            } else {
+                run(&["merge", &partial_path])
+            };
+            // A header that is not JSON any more (NaN, 1e999) is refused as such.
+            let names = if value == "nan" || value == "inf" {
+                "partial"
+            } else {
+                setting.named
+            };
+            judge(&merged, "partial header", &[names, setting.header.0]);
+            if !valid {
+                assert!(
+                    merged.stderr.contains(&format!("{partial_path}:1")),
+                    "{case}: {}",
+                    merged.stderr
+                );
+            }
+        }
+    }
+}

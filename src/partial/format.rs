@@ -978,8 +978,13 @@ impl Reading {
             let shown = version.map_or("none".to_string(), |v| v.to_string());
             bail!("partial format version {shown}, but this attempt-funnel reads version {FORMAT_VERSION} only (version 1 partials do not record their partition): make every partial again with the attempt-funnel that merges them");
         }
-        let header: Header = serde_json::from_value(header.clone())
-            .map_err(|e| anyhow!("the partial's header is not valid: {e}"))?;
+        let header: Header = serde_path_to_error::deserialize(header.clone()).map_err(|e| {
+            anyhow!(
+                "the partial's header is not valid: {} is wrong: {}",
+                e.path(),
+                e.inner()
+            )
+        })?;
         let hops = HopOrder::new(header.rules.hops.clone())?;
         header
             .rules
