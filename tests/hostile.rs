@@ -438,6 +438,35 @@ fn a_line_over_the_limit_counts_in_input_lines_at_any_length() {
     }
 }
 
+/// The events' vector is reserved for by input size (docs/security.md, Limits), but never
+/// for more than 4 M events: a 2 GiB file (one event, then zeros; sparse, so it costs no
+/// disk), under a memory limit that would let it reserve for 60 M, runs within the address
+/// space the other memory tests give.
+#[test]
+fn a_huge_input_reserves_a_bounded_event_vector() {
+    let file = TempFile::new("huge.jsonl", event("op-1", "caller", 1, 1, 2).as_bytes());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(file.path())
+        .and_then(|f| f.set_len(2 << 30))
+        .expect("make the sparse file");
+    let run = run_guarded(
+        &[
+            OsStr::new("analyze"),
+            OsStr::new("--format"),
+            OsStr::new("jsonl"),
+            OsStr::new("--memory-limit"),
+            OsStr::new("64GiB"),
+            file.path().as_os_str(),
+        ],
+        None,
+        Some(ADDRESS_SPACE_KIB),
+    );
+    run.expect_code(2).expect_no_crash("huge");
+    assert!(run.stderr.contains(":2: line is"), "{}", run.stderr);
+    assert_eq!(rows_of(&run).len(), 1);
+}
+
 #[test]
 fn millions_of_bad_lines_are_counted_not_kept() {
     let lines = 4_000_000;
