@@ -622,7 +622,7 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &Policy) -> Result<Input
         }
     }
     let mapping = key_mapping(&args, rules, policy)?;
-    let presets = presets(&args.preset)?;
+    let presets = presets(&args.preset, mapping.as_ref())?;
     spans.operation_attribute = args.operation_attribute;
     if let Some(run) = args.run_attribute {
         spans.run_attribute = run;
@@ -649,9 +649,11 @@ fn input_config(args: InputArgs, rules: &Rules, policy: &Policy) -> Result<Input
     })
 }
 
-/// The `--preset`s, each once. Envoy's and Istio's logs look alike (both are access logs), so
-/// one run reads access logs with one of them.
-fn presets(given: &[Preset]) -> Result<Vec<Preset>> {
+/// The `--preset`s, each once, each with its mapping under the flags' and the policy's
+/// (`mapping`): a key they map replaces the preset's, said once on stderr. Envoy's and
+/// Istio's logs look alike (both are access logs), so one run reads access logs with one
+/// of them.
+fn presets(given: &[Preset], mapping: Option<&KeyMapping>) -> Result<Vec<(Preset, KeyMapping)>> {
     let mut presets: Vec<Preset> = Vec::new();
     for &p in given {
         if !presets.contains(&p) {
@@ -663,7 +665,18 @@ fn presets(given: &[Preset]) -> Result<Vec<Preset>> {
             "--preset envoy and --preset istio both read access logs and cannot tell them apart: give one (istio reads each inbound line as one attempt; envoy reads the attempt count of each line)"
         );
     }
-    Ok(presets)
+    presets
+        .into_iter()
+        .map(|p| {
+            let mut composed = p.mapping().map_err(anyhow::Error::msg)?;
+            if let Some(over) = mapping {
+                for replaced in composed.overlay(over).map_err(anyhow::Error::msg)? {
+                    eprintln!("attempt-funnel: {replaced}");
+                }
+            }
+            Ok((p, composed))
+        })
+        .collect()
 }
 
 /// The input's key mapping: the policy's, then the flags'; `None` when there is none, so

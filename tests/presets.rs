@@ -273,7 +273,7 @@ fn a_preset_reaches_only_the_files_it_recognises() {
 }
 
 #[test]
-fn lines_a_preset_cannot_read_are_path_line_errors_with_exit_2() {
+fn lines_a_preset_cannot_read_are_path_line_errors_with_exit_2_and_lines_without_an_id_pass_by() {
     let lines = [
         r#"{"start_time":"2026-11-30T10:00:00.000Z","duration":5,"response_code":200,"response_flags":"-","request_id":"a","upstream_cluster":"c","upstream_request_attempt_count":1}"#,
         r#"{"start_time":"2026-11-30T10:00:00.000Z","duration":5,"response_code":200,"response_flags":"-","request_id":"b","upstream_cluster":"c"}"#,
@@ -288,7 +288,6 @@ fn lines_a_preset_cannot_read_are_path_line_errors_with_exit_2() {
     for (line, message) in [
         (2, "no upstream_request_attempt_count: add"),
         (3, "response_code must be an HTTP status"),
-        (4, "missing operation_id"),
         (
             5,
             "upstream_request_attempt_count must be a whole number from 0 to 1000",
@@ -300,7 +299,20 @@ fn lines_a_preset_cannot_read_are_path_line_errors_with_exit_2() {
             run.stderr
         );
     }
-    // A k6 request without the operation tag says how to tag it.
+    // A line without a request ID (line 4, Envoy's `-`) is not an attempt: passed by.
+    assert!(
+        run.stderr
+            .contains(&format!("{path}: 1 line passed by, not attempts")),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains(&format!("{path}:4:")),
+        "{}",
+        run.stderr
+    );
+    // A k6 request without the operation tag passes by too; with nothing else read, the run
+    // has no attempt (exit 2), and the note says how to tag one.
     let k6 = TempFile::new(
         "k6-untagged.json",
         br#"{"metric":"http_req_duration","type":"Point","data":{"time":"2026-11-30T10:00:00.5Z","value":12.5,"tags":{"status":"200","scenario":"s"}}}
@@ -311,8 +323,9 @@ fn lines_a_preset_cannot_read_are_path_line_errors_with_exit_2() {
     run.expect_code(2);
     assert!(
         run.stderr
-            .contains(&format!("{k6_path}:1: missing operation_id"))
-            && run.stderr.contains("tags: { operation_id: id }"),
+            .contains(&format!("{k6_path}: 1 line passed by, not attempts"))
+            && run.stderr.contains("tags: { operation_id: id }")
+            && run.stderr.contains("no attempts read from"),
         "{}",
         run.stderr
     );
@@ -402,4 +415,94 @@ fn every_cookbook_example_classifies_as_documented() {
         ["retries@caller", "retry-without-delay@caller"]
     );
     // Envoy and k6: the preset tests above run the cookbook's commands on the same files.
+}
+
+// ---------------------------------------------------------------------------------------
+// Presets compose with --field and the policy's [fields]; lines without an ID pass by (#45)
+// ---------------------------------------------------------------------------------------
+
+const ENVOY_X_REQUEST_ID: &str = "fixtures/logs/envoy-x-request-id.jsonl";
+
+/// An Envoy format that logs the `x-request-id` header under its own name: the flag (or the
+/// policy) says where the operation is, and the preset reads the rest. The replaced key is
+/// said once; the health check without an ID passes by, counted, and the run exits 0.
+#[test]
+fn a_field_overrides_the_presets_key_for_that_field_from_the_flag_or_the_policy() {
+    let policy = TempFile::new(
+        "fields.toml",
+        b"[fields]\noperation_id = \"x-request-id\"\n",
+    );
+    let policy = policy.path().to_str().unwrap().to_string();
+    for (way, extra, origin) in [
+        (
+            "flag",
+            vec!["--field", "operation_id=x-request-id"],
+            "--field",
+        ),
+        (
+            "policy",
+            vec!["--policy", policy.as_str()],
+            "policy [fields]",
+        ),
+    ] {
+        let mut args = vec!["--preset", "envoy"];
+        args.extend(extra);
+        args.push(ENVOY_X_REQUEST_ID);
+        let (got, stderr) = rows(&args);
+        // Two requests of xr-3 (3 tries, then the caller's retry with 2): two layers.
+        expect(
+            &got,
+            &[
+                ("xr-1", "healthy", &[("gateway", 1)]),
+                ("xr-2", "healthy", &[("gateway", 3)]),
+                ("xr-3", "nested-retry", &[("gateway", 5)]),
+                ("xr-4", "healthy", &[("gateway", 2)]),
+            ],
+        );
+        let replaced = format!(
+            "attempt-funnel: {origin} operation_id=x-request-id replaces --preset envoy's operation_id=request_id"
+        );
+        assert_eq!(stderr.matches(&replaced).count(), 1, "{way}: {stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{ENVOY_X_REQUEST_ID}: 1 line passed by, not attempts (--preset envoy: lines without a request ID"
+            )),
+            "{way}: {stderr}"
+        );
+    }
+    // Without the mapping no line has the ID the preset looks for: no attempt, exit 2, and
+    // the note says how to log it.
+    let run = analyze(&["--preset", "envoy", ENVOY_X_REQUEST_ID]);
+    run.expect_code(2);
+    assert!(run.stderr.contains("6 lines passed by"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("log %REQ(X-REQUEST-ID)% as request_id"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("no attempts read from"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// k6 as it runs a real script: setup and teardown make untagged requests, which pass by
+/// with the other metrics instead of failing the run.
+#[test]
+fn k6s_untagged_setup_requests_pass_by() {
+    let (got, stderr) = rows(&["--preset", "k6", "fixtures/logs/k6.json"]);
+    expect(
+        &got,
+        &[
+            ("default/k-1", "healthy", &[("caller", 1)]),
+            ("default/k-2", "healthy", &[("caller", 2)]),
+            ("default/k-3", "over-budget", &[("caller", 4)]),
+            ("default/k-4", "healthy", &[("caller", 2)]),
+        ],
+    );
+    assert!(
+        stderr.contains("fixtures/logs/k6.json: 124 lines passed by, not attempts (--preset k6: k6 metrics other than http_req_duration, and requests without the operation_id tag"),
+        "{stderr}"
+    );
 }

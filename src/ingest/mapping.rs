@@ -359,6 +359,40 @@ impl KeyMapping {
         Ok(())
     }
 
+    /// Lays `over` (the flags' and the policy's mapping) over this one (a preset's): each of
+    /// its keys replaces what this one said of the same key, as a flag replaces the
+    /// policy. Returns a sentence for each key so replaced, for the user to see once.
+    pub fn overlay(&mut self, over: &KeyMapping) -> Result<Vec<String>, String> {
+        let mut replaced = Vec::new();
+        for entry in &over.entries {
+            let written = entry.path.as_ref().map_or("-", |p| p.written.as_str());
+            if let Some(before) = self.entries.iter().find(|e| {
+                e.origin != entry.origin
+                    && (e.ours == entry.ours || e.target.fills() == entry.target.fills())
+            }) {
+                let was = before.path.as_ref().map_or("-", |p| p.written.as_str());
+                replaced.push(format!(
+                    "{} {}={written} replaces {}'s {}={was}",
+                    entry.origin, entry.ours, before.origin, before.ours
+                ));
+            }
+            self.add_fields(
+                &entry.origin,
+                [(entry.ours.to_string(), written.to_string())],
+            )?;
+        }
+        self.hop_values
+            .extend(over.hop_values.iter().map(|(k, v)| (k.clone(), v.clone())));
+        let plain = KeyMapping::default();
+        if over.attempt_base != plain.attempt_base {
+            self.attempt_base = over.attempt_base;
+        }
+        if over.time_unit != plain.time_unit {
+            self.time_unit = over.time_unit;
+        }
+        Ok(replaced)
+    }
+
     /// Adds `VALUE = HOP` pairs: a line whose hop is VALUE is at our hop HOP.
     pub fn add_hop_values(
         &mut self,

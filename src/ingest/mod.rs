@@ -104,8 +104,9 @@ pub struct InputConfig {
     /// `None`: our keys as they are, on the plain (fast) path.
     pub mapping: Option<KeyMapping>,
     /// `--preset`: tools whose logs are read as they write them, each reaching only the
-    /// JSON Lines files it recognises ([`Preset::matches`]).
-    pub presets: Vec<Preset>,
+    /// JSON Lines files it recognises ([`Preset::matches`]), each with its mapping (the
+    /// preset's keys, under `mapping`'s: see [`KeyMapping::overlay`]).
+    pub presets: Vec<(Preset, KeyMapping)>,
     /// `--partition K/N`: keep only the operations of partition K (every line is still
     /// read, and its key parsed); `None`: keep every operation.
     pub partition: Option<Partition>,
@@ -595,11 +596,12 @@ fn read_with(
     }
     progress.finish();
     for (file, preset, lines) in std::mem::take(&mut reader.passed) {
-        let why = preset.passes().unwrap_or("not attempts");
         let lines = crate::words::counted(lines, "line", "lines");
         eprintln!(
-            "attempt-funnel: {}: {lines} passed by, not attempts (--preset {preset}: {why})",
-            reader.out.files[file as usize]
+            "attempt-funnel: {}: {lines} passed by, not attempts (--preset {preset}: {}; an attempt's line needs its operation ID: {})",
+            reader.out.files[file as usize],
+            preset.passes(),
+            preset.missing_id()
         );
     }
     reader.finish_partitioned()
@@ -1021,14 +1023,7 @@ impl<'c> Reader<'c> {
             },
             keys: Keys::default(),
             spans: Vec::new(),
-            presets: config
-                .presets
-                .iter()
-                .map(|&p| {
-                    let mapping = p.mapping().expect("the presets' mappings are tested");
-                    (p, mapping)
-                })
-                .collect(),
+            presets: config.presets.clone(),
             passed: Vec::new(),
             budget: None,
             spill: None,

@@ -50,9 +50,10 @@ struct Spec {
     fields: &'static [(&'static str, &'static str)],
     /// Our hop of its attempts; `None`: the caller hop (or the first hop).
     hop: Option<&'static str>,
-    /// Why lines that are not attempts are passed by; `None`: every line is attempts.
-    passes: Option<&'static str>,
-    /// Added to a line's message when the operation ID is missing: how to log it.
+    /// Which lines are passed by as not attempts: a line without an operation ID always
+    /// is (a health check, a probe, a load test's setup request).
+    passes: &'static str,
+    /// How to log the operation ID, said with the count of lines passed by.
     missing_id: &'static str,
 }
 
@@ -76,7 +77,7 @@ const SPECS: [Spec; 3] = [
         shape: Shape::AccessLog,
         fields: &[("target", "upstream_cluster")],
         hop: Some("gateway"),
-        passes: None,
+        passes: "lines without a request ID (health checks, probes)",
         missing_id: "log %REQ(X-REQUEST-ID)% as request_id",
     },
     Spec {
@@ -85,7 +86,7 @@ const SPECS: [Spec; 3] = [
         shape: Shape::AccessLog,
         fields: &[("target", "authority")],
         hop: Some("gateway"),
-        passes: Some("outbound lines: the calling sidecar's view of requests whose attempts the inbound lines hold"),
+        passes: "outbound lines (the calling sidecar's view of requests whose attempts the inbound lines hold), and lines without a request ID (health checks, probes)",
         missing_id: "Istio logs x-request-id as request_id; the calling service must pass the header on",
     },
     Spec {
@@ -103,7 +104,7 @@ const SPECS: [Spec; 3] = [
             ("attempt", "-"),
         ],
         hop: None,
-        passes: Some("k6 metrics other than http_req_duration"),
+        passes: "k6 metrics other than http_req_duration, and requests without the operation_id tag (setup, teardown)",
         missing_id: "tag each request with its operation ID: http.get(url, { tags: { operation_id: id } })",
     },
 ];
@@ -120,9 +121,14 @@ impl Preset {
         self.spec().reads
     }
 
-    /// Why it passes some lines by, when it does.
-    pub fn passes(self) -> Option<&'static str> {
+    /// Which lines it passes by, as not attempts.
+    pub fn passes(self) -> &'static str {
         self.spec().passes
+    }
+
+    /// How to log the operation ID so that a line is read as an attempt.
+    pub fn missing_id(self) -> &'static str {
+        self.spec().missing_id
     }
 
     /// The mapping of the tool's keys onto ours.
@@ -189,13 +195,11 @@ impl Preset {
             }
         };
         let row = mapping.read_object(&object)?;
-        let mut line = mapping.check(row, hops).map_err(|message| {
-            if message.starts_with("missing operation_id") {
-                format!("{message}; {}", spec.missing_id)
-            } else {
-                message
-            }
-        })?;
+        let mut line = match mapping.check(row, hops) {
+            // A health check or a setup request: not an attempt, never an error.
+            Err(message) if message.starts_with("missing operation_id") => return Ok(Read::Passed),
+            checked => checked?,
+        };
         if let Some(hop) = spec.hop {
             line.hop = hops.index_of(hop).ok_or_else(|| {
                 format!(
@@ -253,10 +257,16 @@ fn is_inbound(object: &Map<String, Value>) -> Result<bool, String> {
     }
 }
 
-/// `upstream_request_attempt_count`: the gateway's attempts at the request.
+/// `upstream_request_attempt_count`, or where a log names it after the header Envoy sends
+/// back with `include_attempt_count_in_response`, `x-envoy-attempt-count`: the gateway's
+/// attempts at the request.
 fn attempt_count(object: &Map<String, Value>) -> Result<u32, String> {
     const KEY: &str = "upstream_request_attempt_count";
-    let value = object.get(KEY).ok_or_else(|| {
+    const HEADER: &str = "x-envoy-attempt-count";
+    let value = [KEY, HEADER]
+        .iter()
+        .find_map(|key| object.get(*key).filter(|v| !v.is_null()));
+    let value = value.ok_or_else(|| {
         format!("no {KEY}: add \"{KEY}\": \"%UPSTREAM_REQUEST_ATTEMPT_COUNT%\" to Envoy's json_format (docs/input.md), or read each line as one attempt with --preset istio")
     })?;
     let n = match value {
