@@ -206,7 +206,7 @@ fn bad_line_messages_say_what_is_wrong() {
     };
     assert!(message(3).contains("json"), "{}", message(3));
     assert!(
-        message(4).contains("missing operation_id"),
+        message(4).contains("operation_id must be a string, got 4.5"),
         "{}",
         message(4)
     );
@@ -393,7 +393,7 @@ fn bad_lines_on_stdin_are_reported_against_stdin() {
 fn more_than_ten_bad_lines_show_the_first_ten_then_a_count() {
     let mut text = String::new();
     for _ in 0..15 {
-        text.push_str("{\"start_ms\":1,\"finish_ms\":2}\n");
+        text.push_str("{\"operation_id\":\"bad\",\"start_ms\":2,\"finish_ms\":1}\n");
     }
     text.push_str("{\"operation_id\":\"good\",\"start_ms\":1,\"finish_ms\":2}\n");
     let file = TempFile::new("fifteen-bad.jsonl", text.as_bytes());

@@ -170,6 +170,20 @@ fn mapping_errors_are_path_and_line_with_exit_2() {
     ];
     let mut args: Vec<&str> = flags.to_vec();
     args.push(&path);
+    // In a mixed log, line 2 (no operation ID) is a line of something else: passed by.
+    let mixed = analyze(&args);
+    mixed.expect_code(2);
+    assert!(
+        !mixed.stderr.contains(&format!("{path}:2:")),
+        "{}",
+        mixed.stderr
+    );
+    assert!(
+        mixed.stderr.contains(&format!("{path}: 1 line passed by")),
+        "{}",
+        mixed.stderr
+    );
+    args.extend(["--input-format", "jsonl"]);
     let run = analyze(&args);
     run.expect_code(2);
     for (line, expected) in [

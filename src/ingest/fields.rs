@@ -395,7 +395,7 @@ impl<'a> RawFields<'a> {
     pub fn check(self, hops: &HopOrder) -> Result<CheckedLine<'a>, String> {
         let operation_id = match self.operation_id {
             Some(v) => text("operation_id", v)?,
-            None => return Err("missing operation_id: every event needs the logical operation it belongs to (add \"operation_id\")".into()),
+            None => return Err(format!("{MISSING_OPERATION}: every event needs the logical operation it belongs to (add \"operation_id\")")),
         };
         not_blank(&operation_id)?;
         let test_run_id = self
@@ -497,11 +497,21 @@ pub(super) fn not_blank(operation_id: &str) -> Result<(), String> {
         .first()
         .is_some_and(u8::is_ascii_graphic);
     if !starts_visible && operation_id.trim().is_empty() {
-        return Err(
-            "empty operation_id: every event needs the logical operation it belongs to".into(),
-        );
+        return Err(format!(
+            "{EMPTY_OPERATION}: every event needs the logical operation it belongs to"
+        ));
     }
     Ok(())
+}
+
+/// How the message of a line without an operation ID begins (the key absent, or empty).
+const MISSING_OPERATION: &str = "missing operation_id";
+const EMPTY_OPERATION: &str = "empty operation_id";
+
+/// Whether a line's error says it has no operation ID: in a mixed log, a line of something
+/// else (a health check, a log record), not a broken attempt.
+pub(super) fn has_no_operation(message: &str) -> bool {
+    message.starts_with(MISSING_OPERATION) || message.starts_with(EMPTY_OPERATION)
 }
 
 /// An attempt record's times: at least one, and the finish not before the start.

@@ -597,12 +597,17 @@ fn read_with(
     progress.finish();
     for (file, preset, lines) in std::mem::take(&mut reader.passed) {
         let lines = crate::words::counted(lines, "line", "lines");
-        eprintln!(
-            "attempt-funnel: {}: {lines} passed by, not attempts (--preset {preset}: {}; an attempt's line needs its operation ID: {})",
-            reader.out.files[file as usize],
-            preset.passes(),
-            preset.missing_id()
-        );
+        let file = &reader.out.files[file as usize];
+        match preset {
+            Some(preset) => eprintln!(
+                "attempt-funnel: {file}: {lines} passed by, not attempts (--preset {preset}: {}; an attempt's line needs its operation ID: {})",
+                preset.passes(),
+                preset.missing_id()
+            ),
+            None => eprintln!(
+                "attempt-funnel: {file}: {lines} passed by, not attempts (neither JSON nor logfmt, or without an operation ID; --strict makes them errors)"
+            ),
+        }
     }
     reader.finish_partitioned()
 }
@@ -978,7 +983,7 @@ pub(super) struct Reader<'c> {
     /// Each preset with its key mapping, built once.
     presets: Vec<(Preset, KeyMapping)>,
     /// Per file read with a preset: the lines it passed by as not attempts.
-    passed: Vec<(u32, Preset, u64)>,
+    passed: Vec<(u32, Option<Preset>, u64)>,
     /// The memory budget, when events may be spilled; where the events went that did not
     /// fit it.
     budget: Option<Budget>,
@@ -1627,24 +1632,43 @@ impl<'c> Reader<'c> {
         Ok(())
     }
 
-    /// JSON Lines or logfmt: one event per line.
+    /// JSON Lines or logfmt: one event per line. Unless `--strict` or `--input-format`
+    /// says otherwise, each line is read in the format it is written in (a logfmt file may
+    /// hold JSON lines and the other way round), and a line that is neither, or has no
+    /// operation ID, is not an attempt: passed by and counted (see [`line_format`]).
     fn event_chunk(&mut self, file: File, format: InputFormat, chunk: &Chunk<'_>) -> Result<u64> {
         const NOT_UTF8: &str = "not valid UTF-8: attempt events must be UTF-8 text";
         let (hops, config) = (self.hops, self.config);
+        let mixed =
+            config.format == InputFormat::Auto && config.bad_input != BadInputPolicy::Strict;
         let keep = |reader: &mut Self, source, hashed| {
-            reader.push_hashed(source, hashed, None);
+            match hashed {
+                preset::Read::Attempt(line) => reader.push_hashed(source, line, None),
+                _ => reader.passed_lines += 1,
+            }
             Vec::new()
         };
+        let format_of = |text: &str| {
+            if mixed {
+                line_format(text)
+            } else {
+                Some(format)
+            }
+        };
+        self.passed_lines = 0;
         // Two loops, not a test per line: the plain one is the fast path as it was, with
         // nothing of the mapping in it (BENCHMARKS.md, "Key mapping").
-        match &config.mapping {
+        let next = match &config.mapping {
             None => self.chunk_lines(
                 file,
                 chunk,
                 NOT_UTF8,
-                |text, _, unterminated| match format {
-                    InputFormat::Logfmt => logfmt::parse(text).and_then(|f| f.check(hops)),
-                    _ => jsonl::parse_checked(text, unterminated, hops),
+                |text, _, unterminated| match format_of(text) {
+                    Some(InputFormat::Logfmt) => {
+                        attempt(logfmt::parse(text).and_then(|f| f.check(hops)), mixed)
+                    }
+                    Some(_) => attempt(jsonl::parse_checked(text, unterminated, hops), mixed),
+                    None => Ok(preset::Read::Passed),
                 },
                 keep,
             ),
@@ -1654,17 +1678,23 @@ impl<'c> Reader<'c> {
                 chunk,
                 NOT_UTF8,
                 |text, _, unterminated| {
-                    let object = match format {
-                        InputFormat::Logfmt => logfmt::parse_object(text),
-                        _ => jsonl::parse_object(text, unterminated),
+                    let object = match format_of(text) {
+                        Some(InputFormat::Logfmt) => logfmt::parse_object(text),
+                        Some(_) => jsonl::parse_object(text, unterminated),
+                        None => return Ok(preset::Read::Passed),
                     };
-                    object
-                        .and_then(|o| mapping.read_object(&o))
-                        .and_then(|row| mapping.check(row, hops))
+                    attempt(
+                        object
+                            .and_then(|o| mapping.read_object(&o))
+                            .and_then(|row| mapping.check(row, hops)),
+                        mixed,
+                    )
                 },
                 keep,
             ),
-        }
+        };
+        self.count_passed(file, None);
+        next
     }
 
     /// A tool's JSON Lines log, read by the preset at `index` of [`Reader::presets`]: a line
@@ -1697,6 +1727,12 @@ impl<'c> Reader<'c> {
         );
         let preset = *preset;
         self.presets = presets;
+        self.count_passed(file, Some(preset));
+        next
+    }
+
+    /// Adds the lines of a chunk passed by as not attempts to their file's count.
+    fn count_passed(&mut self, file: File, preset: Option<Preset>) {
         let passed = std::mem::take(&mut self.passed_lines);
         if passed > 0 {
             match self.passed.last_mut() {
@@ -1704,7 +1740,6 @@ impl<'c> Reader<'c> {
                 _ => self.passed.push((file.index, preset, passed)),
             }
         }
-        next
     }
 
     /// OTLP or Zipkin: the spans of each line are kept for [`Reader::push_spans`], as the
@@ -1911,13 +1946,29 @@ fn layout(head: &[u8], eof: bool, forced: InputFormat) -> Layout {
         serde_json::from_slice::<serde::de::IgnoredAny>(line),
         Err(e) if e.is_eof()
     );
-    if unclosed && more {
+    // A first line that runs past what was read is only long, not a document's start,
+    // unless it opens one of the documents that only come whole: an event line of 9 MiB
+    // made the whole file a document that was not one.
+    let line_ended = memchr::memchr(b'\n', rest).is_some() || eof;
+    if unclosed && more && (line_ended || kind.is_some() || opens_whole_document(line)) {
         return Layout::Documents(kind);
     }
     if kind.is_none() && spans_format(line) == Some(InputFormat::Jaeger) {
         return Layout::Documents(None);
     }
     lines
+}
+
+/// Whether `line`, the start of a JSON object, opens a document that comes only whole: its
+/// first key is Jaeger's `data`, or `trace` or `result` (Tempo's and Jaeger v3's wrappers).
+fn opens_whole_document(line: &[u8]) -> bool {
+    let Some(rest) = line.trim_ascii_start().strip_prefix(b"{") else {
+        return false;
+    };
+    let rest = rest.trim_ascii_start();
+    [&b"\"data\""[..], b"\"trace\"", b"\"result\""]
+        .iter()
+        .any(|key| rest.starts_with(key))
 }
 
 /// By the first non-blank line: `[` is Zipkin (an array of spans); `{` is OTLP when the
@@ -1929,13 +1980,24 @@ fn detect_format(bytes: &[u8]) -> InputFormat {
         return InputFormat::Logfmt;
     };
     match bytes[start] {
-        b'[' => InputFormat::Zipkin,
+        // A Zipkin array, or text that starts with a bracket (Envoy's default access log
+        // `[2026-03-01T10:00:00.000Z] "GET …`): only JSON is spans.
+        b'[' if json_or_unfinished(first_line(&bytes[start..])) => InputFormat::Zipkin,
+        b'[' => InputFormat::Logfmt,
         b'{' => {
             let line = &bytes[start..];
             let line = memchr::memchr(b'\n', line).map_or(line, |i| &line[..i]);
             spans_format(line).unwrap_or(InputFormat::Jsonl)
         }
         _ => InputFormat::Logfmt,
+    }
+}
+
+/// Whether `line` is JSON, or JSON cut short by the end of what was read.
+fn json_or_unfinished(line: &[u8]) -> bool {
+    match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+        Ok(_) => true,
+        Err(e) => e.is_eof(),
     }
 }
 
@@ -1948,6 +2010,33 @@ fn first_line(bytes: &[u8]) -> &[u8] {
     let rest = &bytes[start..];
     let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
     &rest[..end]
+}
+
+/// A checked line as an attempt; in a mixed log, a line without an operation ID is a
+/// record of something else (a health check, a log record), passed by.
+fn attempt(
+    checked: Result<CheckedLine<'_>, String>,
+    mixed: bool,
+) -> Result<preset::Read<CheckedLine<'_>>, String> {
+    match checked {
+        Err(message) if mixed && fields::has_no_operation(&message) => Ok(preset::Read::Passed),
+        checked => checked.map(preset::Read::Attempt),
+    }
+}
+
+/// The format one line of a mixed log is written in: JSON when it starts with `{`, logfmt
+/// when it starts with a `key=` pair, `None` (not an attempt) otherwise: a banner, a stack
+/// trace, a plain log line.
+fn line_format(text: &str) -> Option<InputFormat> {
+    let text = text.trim_start();
+    if text.starts_with('{') {
+        return Some(InputFormat::Jsonl);
+    }
+    let key = text
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'@'))
+        .count();
+    (key > 0 && text.as_bytes().get(key) == Some(&b'=')).then_some(InputFormat::Logfmt)
 }
 
 /// JSON Lines when the first non-blank line starts with `{`, logfmt otherwise: the formats a
@@ -2081,7 +2170,7 @@ mod tests {
     fn a_json_document_the_first_line_does_not_close_is_read_whole() {
         use document::Kind;
         let auto = InputFormat::Auto;
-        let cases: [(&[u8], bool, InputFormat, Layout); 10] = [
+        let cases: [(&[u8], bool, InputFormat, Layout); 12] = [
             // Pretty-printed: the first line opens what later lines close.
             (
                 b"{\n  \"resourceSpans\": []\n}\n",
@@ -2095,12 +2184,16 @@ mod tests {
                 auto,
                 Layout::Documents(None),
             ),
-            // A first line longer than the chunk read so far.
+            // A first line longer than the chunk read so far is a long line (an OTLP
+            // batch is a line up to its limit), unless it opens a document that only comes
+            // whole.
+            (b"{\"resourceSpans\":[{", false, auto, Layout::Lines(None)),
+            (b"{\"data\":[{", false, auto, Layout::Documents(None)),
             (
-                b"{\"resourceSpans\":[{",
+                b"{\"operation_id\":\"o\",\"note\":\"aaa",
                 false,
                 auto,
-                Layout::Documents(None),
+                Layout::Lines(None),
             ),
             // One line cut off at the end of the file: a truncated line, as before.
             (b"{\"resourceSpans\":[{", true, auto, Layout::Lines(None)),

@@ -1,0 +1,158 @@
+//! Logs as they come (#45): a log whose attempt lines sit among banners, stack traces,
+//! health checks and other records classifies exactly as its attempt lines alone; the
+//! others are passed by and counted, never errors, unless `--strict` or `--input-format`
+//! says the input is all attempts. Each line is read in the format it is written in, and a
+//! long first line or a line that starts with `[` decides nothing for the rest of the file.
+
+mod common;
+
+use common::*;
+
+const APP: &str = "fixtures/logs/mixed/app.log";
+const ATTEMPTS: &str = "fixtures/logs/mixed/attempts.jsonl";
+const MALFORMED: &str = "fixtures/logs/mixed/malformed.log";
+const BANNER_FIRST: &str = "fixtures/logs/banner-first.log";
+
+/// `analyze --format jsonl` of `args`, expecting `code`: the rows and stderr.
+fn rows_and_stderr(args: &[&str], code: i32) -> (Vec<u8>, String) {
+    let mut all = vec!["--format", "jsonl"];
+    all.extend_from_slice(args);
+    let run = analyze(&all);
+    run.expect_code(code);
+    (run.stdout, run.stderr)
+}
+
+#[test]
+fn a_mixed_log_classifies_as_its_attempt_lines_alone_and_counts_the_others() {
+    let (alone, quiet) = rows_and_stderr(&[ATTEMPTS], 0);
+    assert!(quiet.is_empty(), "{quiet}");
+    // Nine lines in ten of app.log are not attempts; one other line leads banner-first.log.
+    for (file, others) in [(APP, "162 lines"), (BANNER_FIRST, "1 line")] {
+        let (rows, stderr) = rows_and_stderr(&[file], 0);
+        assert_eq!(
+            String::from_utf8_lossy(&rows),
+            String::from_utf8_lossy(&alone),
+            "{file}"
+        );
+        assert!(
+            stderr.contains(&format!("{file}: {others} passed by, not attempts")),
+            "{file}: {stderr}"
+        );
+        // No bad line (`path:line: …`).
+        assert!(
+            !stderr.lines().any(|l| l.starts_with(&format!("{file}:"))),
+            "{file}: {stderr}"
+        );
+    }
+    // What the README says of them.
+    let classes: Vec<(String, String)> = decode_rows(&alone)
+        .into_iter()
+        .map(|r| (r.operation_id, r.class))
+        .collect();
+    let expected = [
+        ("m-1", "healthy"),
+        ("m-2", "healthy"),
+        ("m-3", "over-budget"),
+        ("m-4", "nested-retry"),
+        ("m-5", "overlap"),
+        ("m-6", "fan-out"),
+    ];
+    assert_eq!(
+        classes,
+        expected.map(|(id, class)| (id.to_string(), class.to_string()))
+    );
+}
+
+#[test]
+fn a_malformed_attempt_line_in_a_mixed_log_is_still_a_bad_line() {
+    let (_, stderr) = rows_and_stderr(&[MALFORMED], 2);
+    assert!(
+        stderr.contains(&format!("{MALFORMED}:30: finish")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("1 bad input line"), "{stderr}");
+}
+
+#[test]
+fn strict_or_a_forced_format_makes_the_other_lines_errors() {
+    let run = analyze(&["--strict", APP]);
+    run.expect_code(2);
+    assert!(run.stderr.contains(&format!("{APP}:1:")), "{}", run.stderr);
+    let (_, stderr) = rows_and_stderr(&["--input-format", "jsonl", APP], 2);
+    assert!(stderr.contains("162 bad input lines"), "{stderr}");
+    assert!(!stderr.contains("passed by"), "{stderr}");
+}
+
+#[test]
+fn an_input_with_no_attempt_line_exits_2_saying_what_its_lines_were() {
+    let banner = "2026-03-01 10:00:00 INFO Starting\n  at com.example.Main.main(Main.java:12)\n";
+    let run = run_with_stdin(&["analyze"], Some(banner.as_bytes()));
+    run.expect_code(2);
+    assert!(
+        run.stderr
+            .contains("<stdin>: 2 lines passed by, not attempts"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("no attempts read from"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A logfmt trace and JSON attempt lines in one stream: each line in its own format.
+#[test]
+fn json_and_logfmt_lines_mix_in_one_input() {
+    let logfmt = std::fs::read_to_string(root().join("fixtures/logfmt-trace.logfmt")).unwrap();
+    let json = std::fs::read_to_string(root().join(ATTEMPTS)).unwrap();
+    let together = run_with_stdin(
+        &["analyze", "--format", "jsonl"],
+        Some(format!("{logfmt}{json}").as_bytes()),
+    );
+    together.expect_code(0);
+    let mut apart = decode_rows(&rows_and_stderr(&["fixtures/logfmt-trace.logfmt"], 0).0);
+    apart.extend(decode_rows(&rows_and_stderr(&[ATTEMPTS], 0).0));
+    let key = |r: &OperationRow| (r.operation_id.clone(), r.class.clone(), r.attempts.clone());
+    let mut got: Vec<_> = decode_rows(&together.stdout).iter().map(key).collect();
+    let mut want: Vec<_> = apart.iter().map(key).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+}
+
+/// A first line longer than a read (9 MiB) is one long line, not the start of a trace
+/// document; a first line that starts with `[` but is not JSON (Envoy's default text
+/// format) is not Zipkin.
+#[test]
+fn a_long_or_bracketed_first_line_decides_nothing_for_the_rest() {
+    let json = std::fs::read_to_string(root().join(ATTEMPTS)).unwrap();
+    let (alone, _) = rows_and_stderr(&[ATTEMPTS], 0);
+    let long = format!(
+        "{{\"operation_id\":\"big\",\"note\":\"{}\"}}\n{json}",
+        "a".repeat(9 << 20)
+    );
+    let run = run_with_stdin(&["analyze", "--format", "jsonl"], Some(long.as_bytes()));
+    run.expect_code(2);
+    assert!(
+        run.stderr
+            .contains("<stdin>:1: line is 9437216 bytes, longer than the limit"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stdout, alone);
+    let bracketed = format!(
+        "[2026-03-01T10:00:00.100Z] \"GET /ready HTTP/1.1\" 200 - 0 15 1 - \"-\" \"kube-probe/1.29\" \"-\" \"inventory\" \"-\"\n{json}"
+    );
+    let run = run_with_stdin(
+        &["analyze", "--format", "jsonl"],
+        Some(bracketed.as_bytes()),
+    );
+    run.expect_code(0);
+    assert_eq!(run.stdout, alone);
+    assert!(
+        run.stderr.contains("<stdin>: 1 line passed by"),
+        "{}",
+        run.stderr
+    );
+}
