@@ -160,6 +160,8 @@ pub struct Analysis {
     pub burst_operations_total: u64,
     /// Every bad line: of the input, and the events normalize could not use.
     pub diagnostics: Diagnostics,
+    /// The lines read that are not attempts.
+    pub other_lines: crate::diagnostics::OtherLines,
     pub duplicate_events: u64,
     /// `path:line` of the first duplicates, for the message that reports them.
     pub duplicate_examples: Vec<String>,

@@ -26,6 +26,25 @@ pub enum BadInputPolicy {
     Skip,
 }
 
+/// Lines that are not attempts (a mixed log's banners and health checks, a tool's other
+/// records): passed by and counted, never an error, with where the first one is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OtherLines {
+    pub lines: u64,
+    /// `path:line` of the first of them.
+    pub example: Option<String>,
+}
+
+impl OtherLines {
+    /// Adds the lines of another part of the input, read after this one.
+    pub fn add(&mut self, later: &OtherLines) {
+        self.lines += later.lines;
+        if self.example.is_none() {
+            self.example.clone_from(&later.example);
+        }
+    }
+}
+
 /// A bad input line, as `path:line: message`, or `path:line:column: message` where the
 /// column is known (a JSON document that breaks off mid-line).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

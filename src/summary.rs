@@ -93,6 +93,13 @@ pub struct InputStats {
     pub duplicate_events: u64,
     /// Bad lines and events that could not become attempts.
     pub bad_lines: u64,
+    /// Lines that are not attempts (a mixed log's banners and health checks): passed by,
+    /// never errors; and `path:line` of the first. Absent from summaries made before they
+    /// were counted.
+    #[serde(default)]
+    pub other_lines: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_lines_example: Option<String>,
 }
 
 /// Aggregates of one hop.
@@ -322,6 +329,8 @@ pub fn summarize(analysis: &Analysis, rules: &Rules) -> anyhow::Result<Summary> 
             events: analysis.events,
             duplicate_events: analysis.duplicate_events,
             bad_lines: analysis.diagnostics.total(),
+            other_lines: analysis.other_lines.lines,
+            other_lines_example: analysis.other_lines.example.clone(),
         },
         operations,
         attempts: analysis.stats.attempts(),

@@ -156,3 +156,55 @@ fn a_long_or_bracketed_first_line_decides_nothing_for_the_rest() {
         run.stderr
     );
 }
+
+/// The lines passed by are in the summary, in every format, computed once: the JSON
+/// summary's `input.other_lines` and its first example, the text reports' input line; and
+/// they survive a partial and its merge, and a run that spills to disk.
+#[test]
+fn the_summary_counts_the_other_lines_in_every_format_partial_and_spill() {
+    let json = analyze(&["--format", "json", APP]);
+    json.expect_code(0);
+    let summary = decode_summary_value(&json.stdout);
+    assert_eq!(summary["input"]["other_lines"], 162);
+    assert_eq!(summary["input"]["other_lines_example"], format!("{APP}:1"));
+    let line = format!("162 not attempts (e.g. {APP}:1)");
+    for format in ["table", "markdown", "html"] {
+        let run = analyze(&["--format", format, APP]);
+        run.expect_code(0);
+        assert!(run.stdout_text().contains(&line), "{format}");
+    }
+    // Through a partial and its merge.
+    let partial = analyze(&["--format", "partial", APP]);
+    partial.expect_code(0);
+    let merged = run_with_stdin(&["merge", "--format", "json", "-"], Some(&partial.stdout));
+    merged.expect_code(0);
+    assert_eq!(
+        decode_summary_value(&merged.stdout)["input"],
+        summary["input"]
+    );
+    // Spilled to disk as read: 300 copies of the log, each with its own operations.
+    let text = std::fs::read_to_string(root().join(APP)).unwrap();
+    let many: String = (0..300)
+        .map(|i| text.replace("\"m-", &format!("\"c{i}-m-")))
+        .collect();
+    let held = run_with_stdin(&["analyze", "--format", "json"], Some(many.as_bytes()));
+    let spilled = run_with_env(
+        &["analyze", "--format", "json", "--memory-limit", "64KiB"],
+        Some(many.as_bytes()),
+        &[("ATTEMPT_FUNNEL_PROFILE", "1")],
+    );
+    held.expect_code(0);
+    spilled.expect_code(0);
+    assert!(
+        partitions_read_back(&spilled.stderr) > 1,
+        "{}",
+        spilled.stderr
+    );
+    let held = decode_summary_value(&held.stdout);
+    assert_eq!(held["input"]["other_lines"], 162 * 300);
+    assert_eq!(held["input"]["other_lines_example"], "<stdin>:1");
+    assert_eq!(
+        decode_summary_value(&spilled.stdout)["input"],
+        held["input"]
+    );
+}

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 
-use crate::diagnostics::{BadInputPolicy, Diagnostics};
+use crate::diagnostics::{BadInputPolicy, Diagnostics, OtherLines};
 use crate::model::{
     Event, EventFields, Interner, KeyRef, Millis, OperationKey, Partition, SourceRef, Step,
     StrHash, Sym,
@@ -132,6 +132,8 @@ pub struct Ingested {
     pub whole_input: WholeInput,
     /// The bad lines found so far, and the policy for them.
     pub diagnostics: Diagnostics,
+    /// Lines read that are not attempts (see `Reader::event_chunk`).
+    pub other_lines: OtherLines,
     /// What became of the spans, when an input was OTLP or Zipkin.
     pub span_stats: Option<SpanStats>,
     /// Under `--partition K/N`, and in a partition spilled to disk: the latest time of the
@@ -249,6 +251,7 @@ impl Partitioned {
                 lines_read: 0,
                 whole_input: WholeInput::default(),
                 diagnostics: Diagnostics::new(policy),
+                other_lines: OtherLines::default(),
                 span_stats: None,
                 latest_elsewhere_ms: None,
             }
@@ -712,8 +715,9 @@ struct Stretch {
     /// The latest time of its events, and of those of other partitions (`--partition`).
     latest_ms: Millis,
     latest_elsewhere_ms: Option<Millis>,
-    /// Lines passed by as not attempts.
+    /// Lines passed by as not attempts, and the number of the first.
     passed: u64,
+    first_passed: Option<u64>,
     /// The attempts its lines stand for.
     attempts: u64,
 }
@@ -991,6 +995,8 @@ pub(super) struct Reader<'c> {
     /// Lines of a tool's log passed by as not attempts, in the chunk being read
     /// ([`Reader::preset_chunk`]).
     passed_lines: u64,
+    /// Where the first of them is.
+    first_passed: Option<SourceRef>,
     /// Bytes of the input parsed so far, as stored, while every input read so far is a
     /// plain file of known size (`None` once one is not: a compressed file, a stream,
     /// Parquet).
@@ -1023,6 +1029,7 @@ impl<'c> Reader<'c> {
                 lines_read: 0,
                 whole_input: WholeInput::default(),
                 diagnostics: Diagnostics::new(config.bad_input),
+                other_lines: OtherLines::default(),
                 span_stats: None,
                 latest_elsewhere_ms: config.partition.map(|_| 0.0),
             },
@@ -1033,6 +1040,7 @@ impl<'c> Reader<'c> {
             budget: None,
             spill: None,
             passed_lines: 0,
+            first_passed: None,
             batch_lines: LINES_PER_BATCH,
             parsed_as_stored: Some(0),
             parsed_text: 0,
@@ -1175,6 +1183,7 @@ impl<'c> Reader<'c> {
         };
         if !self.reports_input() {
             self.out.lines_read = 0;
+            self.out.other_lines = OtherLines::default();
         }
         // Under --partition K/N, the events other partitions own count for the trace end.
         let trace_end_ms = self
@@ -1447,6 +1456,7 @@ impl<'c> Reader<'c> {
                 latest_ms: 0.0,
                 latest_elsewhere_ms: None,
                 passed: 0,
+                first_passed: None,
                 attempts: 0,
             };
             // Reserved whole: grown by doubling, its moves were a tenth of reading.
@@ -1459,7 +1469,10 @@ impl<'c> Reader<'c> {
                         continue;
                     }
                 };
-                out.passed += u64::from(value.passed());
+                if value.passed() {
+                    out.passed += 1;
+                    out.first_passed.get_or_insert(line.0);
+                }
                 value.spill_events(source(line.0), |event| {
                     out.attempts += 1;
                     let latest = event.event.timing.latest_ms();
@@ -1625,6 +1638,9 @@ impl<'c> Reader<'c> {
                 *latest = latest.max(elsewhere);
             }
             self.passed_lines += stretch.passed;
+            if let Some(n) = stretch.first_passed {
+                self.first_passed.get_or_insert(file.line(n));
+            }
             for (n, message) in stretch.bad {
                 self.bad_line(file, n, message)?;
             }
@@ -1644,7 +1660,7 @@ impl<'c> Reader<'c> {
         let keep = |reader: &mut Self, source, hashed| {
             match hashed {
                 preset::Read::Attempt(line) => reader.push_hashed(source, line, None),
-                _ => reader.passed_lines += 1,
+                _ => reader.pass_by(source),
             }
             Vec::new()
         };
@@ -1720,7 +1736,7 @@ impl<'c> Reader<'c> {
                             reader.push_hashed(source, last.clone(), Some(attempt));
                         }
                     }
-                    preset::Read::Passed => reader.passed_lines += 1,
+                    preset::Read::Passed => reader.pass_by(source),
                 }
                 Vec::new()
             },
@@ -1731,9 +1747,21 @@ impl<'c> Reader<'c> {
         next
     }
 
-    /// Adds the lines of a chunk passed by as not attempts to their file's count.
+    /// A line that is not an attempt, at `source`: counted.
+    fn pass_by(&mut self, source: SourceRef) {
+        self.passed_lines += 1;
+        self.first_passed.get_or_insert(source);
+    }
+
+    /// Adds the lines of a chunk passed by as not attempts to their file's count and the
+    /// input's.
     fn count_passed(&mut self, file: File, preset: Option<Preset>) {
         let passed = std::mem::take(&mut self.passed_lines);
+        let first = self.first_passed.take();
+        self.out.other_lines.lines += passed;
+        if self.out.other_lines.example.is_none() {
+            self.out.other_lines.example = first.map(|source| self.out.location(source));
+        }
         if passed > 0 {
             match self.passed.last_mut() {
                 Some((f, p, n)) if *f == file.index && *p == preset => *n += passed,

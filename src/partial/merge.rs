@@ -235,6 +235,7 @@ pub fn merge(
         burst_operations,
         burst_operations_total: burst_ids.len() as u64,
         diagnostics: input.diagnostics,
+        other_lines: input.other_lines,
         duplicate_events: input.duplicate_events,
         duplicate_examples: input.duplicate_examples,
         duplicate_effects: input.duplicate_effects,
@@ -677,6 +678,7 @@ struct MergedInput {
     duplicate_events: u64,
     duplicate_examples: Vec<String>,
     diagnostics: Diagnostics,
+    other_lines: crate::diagnostics::OtherLines,
     unfinished_per_hop: Vec<u64>,
     orphans_per_hop: Vec<u64>,
     duplicate_effects: u64,
@@ -695,6 +697,7 @@ fn merge_input(parts: &[Partial], late: &crate::analysis::Pass) -> Result<Merged
         duplicate_events: 0,
         duplicate_examples: Vec::new(),
         diagnostics: diagnostics(parts),
+        other_lines: Default::default(),
         unfinished_per_hop: Vec::new(),
         orphans_per_hop: Vec::new(),
         duplicate_effects: late.duplicate_effects,
@@ -709,6 +712,7 @@ fn merge_input(parts: &[Partial], late: &crate::analysis::Pass) -> Result<Merged
         out.lines += i.lines;
         out.events += i.events;
         out.duplicate_events += i.duplicate_events;
+        out.other_lines.add(&i.other_lines);
         out.duplicate_examples
             .extend(i.duplicate_examples.iter().cloned());
         add_counts(&mut out.unfinished_per_hop, &i.unfinished_per_hop);

@@ -472,6 +472,10 @@ pub struct InputPart {
     pub bad_input_policy: BadInputPolicy,
     /// Bad lines found while reading, in reading order.
     pub bad_lines: Issues,
+    /// Lines read that are not attempts (absent from partials made before they were
+    /// counted: none).
+    #[serde(default)]
+    pub other_lines: crate::diagnostics::OtherLines,
     /// Events that could not become attempts, in file-name and line order.
     pub bad_events: Issues,
     /// Of the analysed operations (the deferred ones are counted by the merge).
@@ -686,6 +690,7 @@ fn from_pass(
                 .collect(),
             bad_input_policy: diagnostics.policy(),
             bad_lines: Issues::of(diagnostics),
+            other_lines: ingested.other_lines.clone(),
             bad_events: Issues::of(&bad_events),
             unfinished_per_hop,
             orphans_per_hop,

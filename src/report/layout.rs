@@ -388,9 +388,10 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
                 count(s.duplicate_effects)
             ),
             format!(
-                "Input: {}, {} bad, {} counted once.",
+                "Input: {}, {} bad, {}{} counted once.",
                 counted(s.input.lines, "line", "lines"),
                 count(s.input.bad_lines),
+                other_lines(&s.input),
                 counted(
                     s.input.duplicate_events,
                     "exact duplicate event",
@@ -500,6 +501,18 @@ pub fn sections(s: &Summary, gate: Option<&GateReport>) -> Vec<Section> {
         .toned(1),
     );
     out
+}
+
+/// `162 not attempts (e.g. app.log:1), `: the lines passed by, where there are any.
+fn other_lines(input: &crate::summary::InputStats) -> String {
+    if input.other_lines == 0 {
+        return String::new();
+    }
+    let example = input
+        .other_lines_example
+        .as_deref()
+        .map_or(String::new(), |at| format!(" (e.g. {at})"));
+    format!("{} not attempts{example}, ", count(input.other_lines))
 }
 
 #[cfg(test)]
