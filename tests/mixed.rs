@@ -208,3 +208,21 @@ fn the_summary_counts_the_other_lines_in_every_format_partial_and_spill() {
         held["input"]
     );
 }
+
+/// `kubectl logs --prefix`: each line behind `[pod/NAME/CONTAINER] `, read as the line
+/// itself; the stderr traceback between them is other lines.
+#[test]
+fn kubectl_prefixed_lines_classify_as_the_lines_themselves() {
+    let (plain, quiet) = rows_and_stderr(&["fixtures/logs/containers/app.jsonl"], 0);
+    assert!(quiet.is_empty(), "{quiet}");
+    let file = "fixtures/logs/containers/kubectl-prefix.log";
+    let (prefixed, stderr) = rows_and_stderr(&[file], 0);
+    assert_eq!(
+        String::from_utf8_lossy(&prefixed),
+        String::from_utf8_lossy(&plain)
+    );
+    assert!(
+        stderr.contains(&format!("{file}: 4 lines passed by, not attempts")),
+        "{stderr}"
+    );
+}

@@ -1664,13 +1664,6 @@ impl<'c> Reader<'c> {
             }
             Vec::new()
         };
-        let format_of = |text: &str| {
-            if mixed {
-                line_format(text)
-            } else {
-                Some(format)
-            }
-        };
         self.passed_lines = 0;
         // Two loops, not a test per line: the plain one is the fast path as it was, with
         // nothing of the mapping in it (BENCHMARKS.md, "Key mapping").
@@ -1679,11 +1672,13 @@ impl<'c> Reader<'c> {
                 file,
                 chunk,
                 NOT_UTF8,
-                |text, _, unterminated| match format_of(text) {
-                    Some(InputFormat::Logfmt) => {
+                |text, _, unterminated| match line_as(text, mixed, format) {
+                    Some((InputFormat::Logfmt, text)) => {
                         attempt(logfmt::parse(text).and_then(|f| f.check(hops)), mixed)
                     }
-                    Some(_) => attempt(jsonl::parse_checked(text, unterminated, hops), mixed),
+                    Some((_, text)) => {
+                        attempt(jsonl::parse_checked(text, unterminated, hops), mixed)
+                    }
                     None => Ok(preset::Read::Passed),
                 },
                 keep,
@@ -1694,9 +1689,9 @@ impl<'c> Reader<'c> {
                 chunk,
                 NOT_UTF8,
                 |text, _, unterminated| {
-                    let object = match format_of(text) {
-                        Some(InputFormat::Logfmt) => logfmt::parse_object(text),
-                        Some(_) => jsonl::parse_object(text, unterminated),
+                    let object = match line_as(text, mixed, format) {
+                        Some((InputFormat::Logfmt, text)) => logfmt::parse_object(text),
+                        Some((_, text)) => jsonl::parse_object(text, unterminated),
                         None => return Ok(preset::Read::Passed),
                     };
                     attempt(
@@ -2049,6 +2044,39 @@ fn attempt(
     match checked {
         Err(message) if mixed && fields::has_no_operation(&message) => Ok(preset::Read::Passed),
         checked => checked.map(preset::Read::Attempt),
+    }
+}
+
+/// How to read one line of a file of attempt events in `format`: in a mixed log, without
+/// the prefix `kubectl logs --prefix` writes, in the format the line is written in
+/// ([`line_format`]; `None`: not an attempt); otherwise as it is, in `format`.
+fn line_as(text: &str, mixed: bool, format: InputFormat) -> Option<(InputFormat, &str)> {
+    if !mixed {
+        return Some((format, text));
+    }
+    let text = without_pod_prefix(text);
+    line_format(text).map(|format| (format, text))
+}
+
+/// `{…}` of `[pod/checkout-7d9f/app] {…}`: `kubectl logs --prefix` puts the pod and
+/// container in brackets before each line. The line as it is when it has no such prefix.
+fn without_pod_prefix(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix('[') else {
+        return text;
+    };
+    let Some(end) = rest.find("] ") else {
+        return text;
+    };
+    let name = &rest[..end];
+    let is_pod = name.split('/').count() >= 2
+        && !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'.' | b'_'));
+    if is_pod {
+        &rest[end + 2..]
+    } else {
+        text
     }
 }
 
