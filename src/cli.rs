@@ -13,8 +13,27 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::ingest::{InputFormat, Preset};
 use crate::report::OutputFormat;
 
-/// Exit codes of `analyze`, at the end of its `--help` (the numbers are `exit_codes.rs`).
-const ANALYZE_EXIT_CODES: &str = "Exit codes: 0 analysed and no threshold breached (or breached under --report-only); 1 a threshold breached; 2 usage, I/O or input error (bad input lines, unless --skip-invalid).";
+/// Exit codes of `analyze` (and of the commands that report as it does), at the end of
+/// their `--help` (the numbers are `exit_codes.rs`). A macro, so that `analyze`'s own
+/// ending can put examples before the same text.
+macro_rules! analyze_exit_codes {
+    () => {
+        "Exit codes: 0 analysed and no threshold breached (or breached under --report-only); 1 a threshold breached; 2 usage, I/O or input error (bad input lines, unless --skip-invalid)."
+    };
+}
+const ANALYZE_EXIT_CODES: &str = analyze_exit_codes!();
+/// The end of `analyze --help`: a few first runs, then the exit codes.
+const ANALYZE_HELP_END: &str = concat!(
+    "Examples:
+  attempt-funnel analyze app.log                   a log of attempt events, mixed with other lines
+  kubectl logs -l app=checkout --prefix | attempt-funnel analyze
+  attempt-funnel analyze --preset envoy access.log a tool's own log (envoy, istio, k6)
+  attempt-funnel analyze --field operation_id=request_id --field duration_ms=took app.jsonl
+  attempt-funnel analyze --fail-on 'nested-retry > 0' --junit gate.xml logs/
+
+",
+    analyze_exit_codes!()
+);
 const SHOW_EXIT_CODES: &str =
     "Exit codes: 0 shown; 2 usage, I/O or input error, or the operation is not in the input.";
 const CONVERT_EXIT_CODES: &str = "Exit codes: 0 converted; 2 usage, I/O or input error (bad input lines, unless --skip-invalid).";
@@ -36,7 +55,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Classify every operation in attempt logs and print the summary.
-    #[command(after_help = ANALYZE_EXIT_CODES)]
+    #[command(after_help = ANALYZE_HELP_END)]
     Analyze(AnalyzeCommand),
     /// Write synthetic attempt logs (JSON Lines, interleaved by time) with a chosen mix of
     /// shapes: to try the tool or a gate without logs of your own, or to benchmark it.
@@ -107,12 +126,12 @@ pub struct StyleArgs {
     /// When to colour class names and the gate's verdicts: 'auto' colours on a terminal
     /// unless NO_COLOR is set (CLICOLOR_FORCE=1 colours even when piped); 'always' and
     /// 'never' ignore both.
-    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorArg::Auto)]
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorArg::Auto, help_heading = "Output")]
     pub color: ColorArg,
 
     /// Draw tables and trees with ASCII characters only (+, -, |), for terminals and logs
     /// that cannot show box-drawing characters.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub ascii: bool,
 }
 
@@ -144,10 +163,12 @@ pub struct InputArgs {
 /// How inputs are read, whichever they are (`diff` names its two inputs its own way).
 #[derive(Debug, Default, Args)]
 pub struct InputOptions {
-    /// Format of text inputs. 'auto' looks at each file's first line (a JSON document the
-    /// line does not close is read whole). Compression and
-    /// Parquet are always detected from the content.
-    #[arg(long, value_enum, default_value_t = InputFormat::Auto)]
+    /// Format of text inputs. 'auto' tells spans and trace documents from attempt events by
+    /// each file's first line, and reads each line of attempt events in the format it is
+    /// written in (JSON or logfmt), passing by the lines that are not attempts (banners,
+    /// stack traces, records without an operation ID); a named format reads every line in
+    /// it. Compression and Parquet are always detected from the content.
+    #[arg(long, value_enum, default_value_t = InputFormat::Auto, help_heading = "Input")]
     pub input_format: InputFormat,
 
     /// Spans of a service are attempts at this hop, as SERVICE=HOP; SERVICE:KIND=HOP for
@@ -155,16 +176,21 @@ pub struct InputOptions {
     /// they are not attempts. Repeatable; overrides the policy's [hop_map]. Default: a
     /// service named like a hop (api-gateway → gateway). Formerly --hop-map. See
     /// docs/formats.md.
-    #[arg(long = "hop-map", alias = "hop", value_name = "SERVICE=HOP")]
+    #[arg(
+        long = "hop-map",
+        alias = "hop",
+        value_name = "SERVICE=HOP",
+        help_heading = "Mapping"
+    )]
     pub hop_map: Vec<String>,
 
     /// Span attribute that holds the operation ID (e.g. http.request.header.idempotency-key);
     /// spans without it take it from the span above them. Default: the trace ID.
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", help_heading = "Mapping")]
     pub operation_attribute: Option<String>,
 
     /// Span or resource attribute that holds the test run ID. Default: cicd.pipeline.run.id.
-    #[arg(long, value_name = "KEY")]
+    #[arg(long, value_name = "KEY", help_heading = "Mapping")]
     pub run_attribute: Option<String>,
 
     /// Read our key OUR from the log's key THEIRS, for logs with their own key names
@@ -175,22 +201,22 @@ pub struct InputOptions {
     /// --time-unit, or with its unit: '250ms', '1.5s'), which give the finish from the start
     /// or the start from the finish. THEIRS '-': the log has no such key. Repeatable;
     /// overrides the policy's [fields]. See docs/input.md.
-    #[arg(long = "field", value_name = "OUR=THEIRS")]
+    #[arg(long = "field", value_name = "OUR=THEIRS", help_heading = "Mapping")]
     pub fields: Vec<String>,
 
     /// The log's hop VALUE is our hop HOP, e.g. checkout-api=caller. Repeatable; overrides
     /// the policy's [hop_values].
-    #[arg(long = "hop-value", value_name = "VALUE=HOP")]
+    #[arg(long = "hop-value", value_name = "VALUE=HOP", help_heading = "Mapping")]
     pub hop_values: Vec<String>,
 
     /// The number of the original attempt in the log's attempt numbers: 1 (ours, the
     /// default) or 0.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=1), help_heading = "Mapping")]
     pub attempt_base: Option<u32>,
 
     /// The unit of numeric times and of durations given without one: s, ms (the default),
     /// us or ns (e.g. epoch seconds: --time-unit s). RFC 3339 times are unaffected.
-    #[arg(long, value_name = "UNIT")]
+    #[arg(long, value_name = "UNIT", help_heading = "Mapping")]
     pub time_unit: Option<String>,
 
     /// Read a tool's JSON log as the tool writes it: envoy (a JSON access log with the
@@ -198,28 +224,34 @@ pub struct InputOptions {
     /// Repeatable: each reaches only the files it recognises by their first line, so
     /// '--preset k6 --preset envoy k6.json envoy.log app.jsonl' joins a load test with the
     /// gateway's and the services' logs. See docs/input.md for what each reads.
-    #[arg(long, value_enum, value_name = "TOOL")]
+    #[arg(long, value_enum, value_name = "TOOL", help_heading = "Mapping")]
     pub preset: Vec<Preset>,
 
-    /// Stop at the first bad input line instead of reporting it and going on.
-    #[arg(long, conflicts_with = "skip_invalid")]
+    /// Stop at the first bad input line instead of reporting it and going on; a line that
+    /// is not an attempt is then a bad line too.
+    #[arg(long, conflicts_with = "skip_invalid", help_heading = "Input")]
     pub strict: bool,
 
     /// Report only the number of bad input lines and keep the analysis exit code, instead of
     /// exiting 2.
-    #[arg(long)]
+    #[arg(long, help_heading = "Input")]
     pub skip_invalid: bool,
 
     /// Longest input line read, in bytes (suffixes K, M, G or KiB, MiB, GiB, all
     /// powers of 1024); a longer line is a bad line, skipped without being held in memory.
     /// Default: 1MiB for attempt events (JSON Lines, logfmt), 64MiB for span lines (OTLP,
     /// Zipkin), which hold a whole export batch each.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Input")]
     pub max_line_bytes: Option<u64>,
 
     /// Hop order, upstream first, comma-separated. Events at a hop not listed are input
     /// errors. Default: the policy's `hops`, else caller,gateway,consumer,dependency.
-    #[arg(long, value_delimiter = ',', value_name = "HOP,HOP,...")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "HOP,HOP,...",
+        help_heading = "Rules"
+    )]
     pub hops: Option<Vec<String>>,
 }
 
@@ -229,35 +261,35 @@ pub struct InputOptions {
 pub struct RuleArgs {
     /// Attempt budget of a hop: the most attempts allowed per line, as HOP=N. Repeatable.
     /// Default: 3 for every hop (one original and two retries).
-    #[arg(long, value_name = "HOP=N")]
+    #[arg(long, value_name = "HOP=N", help_heading = "Rules")]
     pub budget: Vec<String>,
 
     /// Deadline of a hop, as HOP=MS: the most time one line there may take from its first
     /// attempt's start, backoff included. An attempt started after it, or backoff delays
     /// adding up past it, are findings. Repeatable; overrides the policy's [deadlines].
     /// Default: none.
-    #[arg(long, value_name = "HOP=MS")]
+    #[arg(long, value_name = "HOP=MS", help_heading = "Rules")]
     pub deadline: Vec<String>,
 
     /// Hop where overlapping attempts are intended (hedged requests): no overlap is
     /// reported there. Repeatable.
-    #[arg(long, value_name = "HOP")]
+    #[arg(long, value_name = "HOP", help_heading = "Rules")]
     pub allow_overlap: Vec<String>,
 
     /// Widest time window, in milliseconds, that can hold a synchronized retry burst.
     /// Default: 50.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", help_heading = "Rules")]
     pub burst_window: Option<f64>,
 
     /// Fewest distinct operations whose retries fall in one window to make a burst.
     /// Default: 5.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Rules")]
     pub burst_min_ops: Option<usize>,
 
     /// Policy file (TOML) with failure conditions, budgets, deadlines, hops allowed to
     /// overlap, queue hops, burst parameters, the span hop map and the input's key
     /// mapping ([fields], [hop_values]). Flags override it.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Rules")]
     pub policy: Option<PathBuf>,
 }
 
@@ -273,7 +305,7 @@ pub struct AnalyzeArgs {
     /// workers that each read all the input and take their share. An operation's partition
     /// is a stable hash of its test run and operation ID (docs/scale.md). Lines read and bad
     /// lines are reported by partition 0 only, so that they count once in a merge.
-    #[arg(long, value_name = "K/N")]
+    #[arg(long, value_name = "K/N", help_heading = "Scale")]
     pub partition: Option<crate::model::Partition>,
 
     #[command(flatten)]
@@ -288,39 +320,39 @@ pub struct AnalyzeArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Output format.
-    #[arg(long, short = 'f', value_enum, default_value_t = OutputFormat::Table)]
+    #[arg(long, short = 'f', value_enum, default_value_t = OutputFormat::Table, help_heading = "Output")]
     pub format: OutputFormat,
 
     /// Write the report to FILE instead of standard output ('-' is standard output).
     /// Required by '--format parquet'.
-    #[arg(long, short = 'o', value_name = "FILE")]
+    #[arg(long, short = 'o', value_name = "FILE", help_heading = "Output")]
     pub output: Option<PathBuf>,
 
     /// Fail (exit 1) when this condition holds, e.g. 'nested-retry > 0', 'overlap > 1%',
     /// 'healthy < 95%', 'amplification@dependency > 2.5'. Repeatable; replaces a policy
     /// condition on the same metric. See docs/ci.md for the grammar.
-    #[arg(long, value_name = "CONDITION")]
+    #[arg(long, value_name = "CONDITION", help_heading = "Gate")]
     pub fail_on: Vec<String>,
 
     /// Report breached thresholds but exit 0, to roll a gate out before enforcing it.
-    #[arg(long)]
+    #[arg(long, help_heading = "Gate")]
     pub report_only: bool,
 
     /// Accept an input without a single valid attempt (exit 0, and a gate over it passes).
     /// Without it, such a run exits 2 ("no attempts read from …"), gate or not: a pipeline
     /// that lost its logs, or a wrong `kubectl` selector, must not look like a healthy
     /// system.
-    #[arg(long)]
+    #[arg(long, help_heading = "Gate")]
     pub allow_empty: bool,
 
     /// Write the gate's thresholds as JUnit XML to FILE (one test case per threshold, and an
     /// error when the run failed on its input). '-' is standard output, when the report goes
     /// to --output FILE.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Gate")]
     pub junit: Option<PathBuf>,
 
     /// How many of the worst operations the summary lists with their funnels.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10, help_heading = "Output")]
     pub top: usize,
 
     #[command(flatten)]
@@ -345,12 +377,12 @@ pub struct MemoryArgs {
     /// Memory budget (suffixes K, M, G or KiB, MiB, GiB, all powers of 1024). When the
     /// events read would not fit in it, they are partitioned by operation into files under
     /// --temp-dir and analysed one partition at a time, with the same result. Default: 1GiB.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, help_heading = "Scale")]
     pub memory_limit: Option<u64>,
 
     /// Directory for the partition files, removed when the run ends. Default: the system's
     /// temporary directory (TMPDIR).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", help_heading = "Scale")]
     pub temp_dir: Option<PathBuf>,
 }
 

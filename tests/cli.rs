@@ -523,3 +523,32 @@ fn hop_map_is_the_new_name_of_hop_and_the_old_one_still_works_hidden() {
         run.stderr
     );
 }
+
+/// `analyze --help` in groups a user can scan (#45), with first runs before the exit codes.
+#[test]
+fn analyze_help_is_grouped_and_ends_with_examples() {
+    let help = run(&["analyze", "--help"]);
+    help.expect_code(0);
+    let text = help.stdout_text();
+    let at = |heading: &str| {
+        text.find(&format!("\n{heading}:\n"))
+            .unwrap_or_else(|| panic!("no {heading} group in\n{text}"))
+    };
+    let order = [
+        "Input", "Mapping", "Rules", "Scale", "Output", "Gate", "Examples",
+    ];
+    let places: Vec<usize> = order.iter().map(|h| at(h)).collect();
+    assert!(
+        places.windows(2).all(|w| w[0] < w[1]),
+        "{order:?} at {places:?}"
+    );
+    // A flag sits in its group: --field under Mapping, --fail-on under Gate.
+    assert!((at("Mapping")..at("Rules")).contains(&text.find("--field <OUR=THEIRS>").unwrap()));
+    assert!((at("Gate")..at("Examples")).contains(&text.find("--fail-on <CONDITION>").unwrap()));
+    assert!(text.contains("kubectl logs -l app=checkout --prefix | attempt-funnel analyze"));
+    assert!(
+        text.trim_end()
+            .ends_with("(bad input lines, unless --skip-invalid)."),
+        "{text}"
+    );
+}
