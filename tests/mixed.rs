@@ -77,7 +77,7 @@ fn a_malformed_attempt_line_in_a_mixed_log_is_still_a_bad_line() {
 fn strict_or_a_forced_format_makes_the_other_lines_errors() {
     let run = analyze(&["--strict", APP]);
     run.expect_code(2);
-    assert!(run.stderr.contains(&format!("{APP}:1:")), "{}", run.stderr);
+    run.expect_stderr_says(&[&format!("{APP}:1:")]);
     let (_, stderr) = rows_and_stderr(&["--input-format", "jsonl", APP], 2);
     assert!(stderr.contains("162 bad input lines"), "{stderr}");
     assert!(!stderr.contains("passed by"), "{stderr}");
@@ -87,18 +87,10 @@ fn strict_or_a_forced_format_makes_the_other_lines_errors() {
 fn an_input_with_no_attempt_line_exits_2_saying_what_its_lines_were() {
     let banner = "2026-03-01 10:00:00 INFO Starting\n  at com.example.Main.main(Main.java:12)\n";
     let run = run_with_stdin(&["analyze"], Some(banner.as_bytes()));
-    run.expect_code(2);
-    assert!(
-        run.stderr
-            .contains("<stdin>: 2 lines passed by, not attempts"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("no attempts read from"),
-        "{}",
-        run.stderr
-    );
+    run.expect_code(2).expect_stderr_says(&[
+        "<stdin>: 2 lines passed by, not attempts",
+        "no attempts read from",
+    ]);
 }
 
 /// A logfmt trace and JSON attempt lines in one stream: each line in its own format.
@@ -134,12 +126,7 @@ fn a_long_or_bracketed_first_line_decides_nothing_for_the_rest() {
     );
     let run = run_with_stdin(&["analyze", "--format", "jsonl"], Some(long.as_bytes()));
     run.expect_code(2);
-    assert!(
-        run.stderr
-            .contains("<stdin>:1: line is 9437216 bytes, longer than the limit"),
-        "{}",
-        run.stderr
-    );
+    run.expect_stderr_says(&["<stdin>:1: line is 9437216 bytes, longer than the limit"]);
     assert_eq!(run.stdout, alone);
     let bracketed = format!(
         "[2026-03-01T10:00:00.100Z] \"GET /ready HTTP/1.1\" 200 - 0 15 1 - \"-\" \"kube-probe/1.29\" \"-\" \"inventory\" \"-\"\n{json}"
@@ -150,11 +137,7 @@ fn a_long_or_bracketed_first_line_decides_nothing_for_the_rest() {
     );
     run.expect_code(0);
     assert_eq!(run.stdout, alone);
-    assert!(
-        run.stderr.contains("<stdin>: 1 line passed by"),
-        "{}",
-        run.stderr
-    );
+    run.expect_stderr_says(&["<stdin>: 1 line passed by"]);
 }
 
 /// The lines passed by are in the summary, in every format, computed once: the JSON

@@ -473,18 +473,11 @@ fn a_field_overrides_the_presets_key_for_that_field_from_the_flag_or_the_policy(
     // Without the mapping no line has the ID the preset looks for: no attempt, exit 2, and
     // the note says how to log it.
     let run = analyze(&["--preset", "envoy", ENVOY_X_REQUEST_ID]);
-    run.expect_code(2);
-    assert!(run.stderr.contains("6 lines passed by"), "{}", run.stderr);
-    assert!(
-        run.stderr.contains("log %REQ(X-REQUEST-ID)% as request_id"),
-        "{}",
-        run.stderr
-    );
-    assert!(
-        run.stderr.contains("no attempts read from"),
-        "{}",
-        run.stderr
-    );
+    run.expect_code(2).expect_stderr_says(&[
+        "6 lines passed by",
+        "log %REQ(X-REQUEST-ID)% as request_id",
+        "no attempts read from",
+    ]);
 }
 
 /// k6 as it runs a real script: setup and teardown make untagged requests, which pass by

@@ -92,6 +92,18 @@ impl Run {
         }
         self
     }
+
+    /// Stderr says each of `parts`.
+    pub fn expect_stderr_says(&self, parts: &[&str]) -> &Run {
+        for part in parts {
+            assert!(
+                self.stderr.contains(part),
+                "stderr does not say {part:?}:\n{}",
+                self.stderr
+            );
+        }
+        self
+    }
 }
 
 /// Runs the binary with `args` and, when given, `stdin` as its standard input (otherwise
