@@ -192,20 +192,63 @@ fn the_summary_counts_the_other_lines_in_every_format_partial_and_spill() {
     );
 }
 
-/// `kubectl logs --prefix`: each line behind `[pod/NAME/CONTAINER] `, read as the line
-/// itself; the stderr traceback between them is other lines.
+/// What container runtimes write around an application's lines: the kubelet's CRI files
+/// (long lines in `P` pieces, cut mid-character), Docker's json-file driver and `kubectl logs
+/// --prefix`. Each classifies as the application's own lines; the stderr traceback between
+/// them is other lines.
 #[test]
-fn kubectl_prefixed_lines_classify_as_the_lines_themselves() {
+fn container_log_wrappers_classify_as_the_lines_they_wrap() {
     let (plain, quiet) = rows_and_stderr(&["fixtures/logs/containers/app.jsonl"], 0);
     assert!(quiet.is_empty(), "{quiet}");
-    let file = "fixtures/logs/containers/kubectl-prefix.log";
-    let (prefixed, stderr) = rows_and_stderr(&[file], 0);
-    assert_eq!(
-        String::from_utf8_lossy(&prefixed),
-        String::from_utf8_lossy(&plain)
-    );
+    for wrapped in ["cri.log", "docker-json.log", "kubectl-prefix.log"] {
+        let file = format!("fixtures/logs/containers/{wrapped}");
+        let (rows, stderr) = rows_and_stderr(&[&file], 0);
+        assert_eq!(
+            String::from_utf8_lossy(&rows),
+            String::from_utf8_lossy(&plain),
+            "{wrapped}"
+        );
+        assert!(
+            stderr.contains(&format!("{file}: 4 lines passed by, not attempts")),
+            "{wrapped}: {stderr}"
+        );
+    }
+}
+
+/// A line split into CRI pieces is joined across the chunks the input is read in (8 MiB):
+/// 250 copies of the application's log, every line in 1000-byte pieces, read as the copies
+/// themselves; and a split line whose last piece never comes ends the file cut short.
+#[test]
+fn cri_pieces_join_across_reads_and_an_unfinished_one_is_a_bad_line() {
+    let app = std::fs::read_to_string(root().join("fixtures/logs/containers/app.jsonl")).unwrap();
+    let (mut plain, mut cri) = (String::new(), Vec::new());
+    for copy in 0..250 {
+        let lines = app.replace("\"c-", &format!("\"k{copy}-c-"));
+        plain.push_str(&lines);
+        for line in lines.lines() {
+            let pieces: Vec<&[u8]> = line.as_bytes().chunks(1000).collect();
+            for (i, piece) in pieces.iter().enumerate() {
+                let tag = if i + 1 == pieces.len() { "F" } else { "P" };
+                cri.extend_from_slice(
+                    format!("2026-03-01T10:00:00.{i:09}Z stdout {tag} ").as_bytes(),
+                );
+                cri.extend_from_slice(piece);
+                cri.push(b'\n');
+            }
+        }
+    }
     assert!(
-        stderr.contains(&format!("{file}: 4 lines passed by, not attempts")),
-        "{stderr}"
+        cri.len() > 9 << 20,
+        "{} bytes: more than one read",
+        cri.len()
     );
+    let wrapped = run_with_stdin(&["analyze", "--format", "jsonl"], Some(&cri));
+    wrapped.expect_code(0);
+    let alone = run_with_stdin(&["analyze", "--format", "jsonl"], Some(plain.as_bytes()));
+    alone.expect_code(0);
+    assert_eq!(wrapped.stdout, alone.stdout);
+    assert_eq!(decode_rows(&wrapped.stdout).len(), 1000);
+    let cut = b"2026-03-01T10:00:00.1Z stdout F {\"operation_id\":\"a\",\"start_ms\":1,\"finish_ms\":2}\n2026-03-01T10:00:00.2Z stdout P {\"operation_id\":\"b\",\n";
+    let run = run_with_stdin(&["analyze"], Some(cut));
+    run.expect_code(2).expect_stderr_says(&["<stdin>:3:"]);
 }

@@ -23,6 +23,7 @@ pub mod progress;
 pub mod source;
 pub mod spans;
 pub mod spill;
+mod wrapper;
 mod zipkin;
 
 pub use parquet::{worker::main as run_parquet_worker, WORKER_COMMAND as PARQUET_WORKER_COMMAND};
@@ -1297,12 +1298,18 @@ impl<'c> Reader<'c> {
         let mut first_read = true;
         let mut long: Option<LongLine> = None;
         let mut preset: Option<usize> = None;
+        // A container runtime's lines around the application's (detected, as the formats
+        // are, unless a format is forced).
+        let mut unwrapper: Option<wrapper::Unwrapper> = None;
         loop {
             let eof = lines.read_more(&mut text)? == 0;
             if std::mem::take(&mut first_read) {
                 // A byte-order mark is no content: skipped before anything looks at the bytes.
                 if text.bytes().starts_with(BOM) {
                     text.consume(BOM.len());
+                }
+                if self.config.format == InputFormat::Auto {
+                    unwrapper = wrapper::Unwrapper::detect(first_line(text.bytes()));
                 }
                 // A tool's log of JSON Lines is read by its preset, whatever keys it has.
                 if matches!(self.config.format, InputFormat::Auto | InputFormat::Jsonl) {
@@ -1386,8 +1393,16 @@ impl<'c> Reader<'c> {
             match format {
                 None => next_line += memchr::memchr_iter(b'\n', &buf[..end]).count() as u64,
                 Some(format) => {
+                    let unwrapped;
+                    let bytes = match &mut unwrapper {
+                        Some(u) if preset.is_none() => {
+                            unwrapped = u.unwrap(&buf[..end], eof);
+                            &unwrapped[..]
+                        }
+                        _ => &buf[..end],
+                    };
                     let chunk = Chunk {
-                        bytes: &buf[..end],
+                        bytes,
                         at_eof: eof,
                         first_line: next_line,
                         max_line_bytes: max_line_bytes(self.config, Some(format)),
