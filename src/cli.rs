@@ -220,7 +220,8 @@ pub struct InputOptions {
     pub time_unit: Option<String>,
 
     /// Read a tool's JSON log as the tool writes it: envoy (a JSON access log with the
-    /// attempt count), istio (the default JSON access log), k6 (k6 run --out json=FILE).
+    /// attempt count), istio (the default JSON access log), k6 (k6 run --out json=FILE),
+    /// ecs (an Elastic Common Schema log).
     /// Repeatable: each reaches only the files it recognises by their first line, so
     /// '--preset k6 --preset envoy k6.json envoy.log app.jsonl' joins a load test with the
     /// gateway's and the services' logs. See docs/input.md for what each reads.

@@ -337,7 +337,7 @@ fn envoy_and_istio_together_are_a_usage_error_and_help_lists_every_preset() {
     run.expect_code(2);
     assert!(run.stderr.contains("give one"), "{}", run.stderr);
     let help = common::run(&["analyze", "--help"]).stdout_text();
-    for preset in ["envoy", "istio", "k6"] {
+    for preset in ["envoy", "istio", "k6", "ecs"] {
         assert!(help.contains(&format!("{preset}:")), "{preset}\n{help}");
     }
 }
@@ -496,6 +496,35 @@ fn k6s_untagged_setup_requests_pass_by() {
     );
     assert!(
         stderr.contains("fixtures/logs/k6.json: 124 lines passed by, not attempts (--preset k6: k6 metrics other than http_req_duration, and requests without the operation_id tag"),
+        "{stderr}"
+    );
+}
+
+/// An Elastic Common Schema log as ecs-logging writes it, stdout and stderr in one file: a
+/// banner first, a traceback, the operation's other records (no `event.duration`) and
+/// records without a trace passed by; each record with a duration one caller attempt, its
+/// outcome from the status code, or a timeout from `error.type`.
+#[test]
+fn an_ecs_log_reads_its_timed_records_as_attempts_under_their_trace() {
+    let file = "fixtures/logs/ecs.log";
+    let (got, stderr) = rows(&["--preset", "ecs", file]);
+    let (o1, o2, o3, o4) = (
+        "4bf92f3577b34da6a3ce929d0e0e4701",
+        "4bf92f3577b34da6a3ce929d0e0e4702",
+        "4bf92f3577b34da6a3ce929d0e0e4703",
+        "4bf92f3577b34da6a3ce929d0e0e4704",
+    );
+    let want: [Expected; 4] = [
+        (o1, "healthy", &[("caller", 1)]),
+        (o2, "healthy", &[("caller", 3)]),
+        (o3, "over-budget", &[("caller", 4)]),
+        (o4, "healthy", &[("caller", 2)]),
+    ];
+    expect(&got, &want);
+    assert!(
+        stderr.contains(&format!(
+            "{file}: 25 lines passed by, not attempts (--preset ecs"
+        )),
         "{stderr}"
     );
 }

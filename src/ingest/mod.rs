@@ -1313,7 +1313,7 @@ impl<'c> Reader<'c> {
                 }
                 // A tool's log of JSON Lines is read by its preset, whatever keys it has.
                 if matches!(self.config.format, InputFormat::Auto | InputFormat::Jsonl) {
-                    let line = first_line(text.bytes());
+                    let line = first_object_line(text.bytes());
                     preset = self.presets.iter().position(|(p, _)| p.matches(line));
                     if preset.is_some() {
                         format = Some(InputFormat::Jsonl);
@@ -1729,12 +1729,17 @@ impl<'c> Reader<'c> {
         let presets = std::mem::take(&mut self.presets);
         let hops = self.hops;
         let (preset, mapping) = &presets[index];
+        let mixed = self.config.bad_input != BadInputPolicy::Strict;
         self.passed_lines = 0;
         let next = self.chunk_lines(
             file,
             chunk,
             "not valid UTF-8: a JSON log must be UTF-8 text",
             |text, _, unterminated| {
+                // A banner or a traceback among the tool's records, as in any mixed log.
+                if mixed && line_format(text) != Some(InputFormat::Jsonl) {
+                    return Ok(preset::Read::Passed);
+                }
                 jsonl::parse_object(text, unterminated)
                     .and_then(|object| preset.read(object, mapping, hops))
             },
@@ -2029,6 +2034,16 @@ fn detect_format(bytes: &[u8]) -> InputFormat {
         }
         _ => InputFormat::Logfmt,
     }
+}
+
+/// The first line of `bytes` that starts with `{`, or the first non-blank one if none
+/// does: a tool's JSON log may start with a banner (ecs-logging's app prints one).
+fn first_object_line(bytes: &[u8]) -> &[u8] {
+    bytes
+        .split(|&b| b == b'\n')
+        .map(<[u8]>::trim_ascii_start)
+        .find(|line| line.starts_with(b"{"))
+        .unwrap_or_else(|| first_line(bytes))
 }
 
 /// Whether `line` is JSON, or JSON cut short by the end of what was read.

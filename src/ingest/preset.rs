@@ -26,6 +26,7 @@ named_enum! {
         Envoy => "envoy",
         Istio => "istio",
         K6 => "k6",
+        Ecs => "ecs",
     }
 }
 
@@ -37,6 +38,8 @@ enum Shape {
     AccessLog,
     /// k6's `--out json` lines: `{"type":"Point"|"Metric","metric":…,"data":…}`.
     K6,
+    /// An Elastic Common Schema log record: `@timestamp` and `ecs.version`.
+    Ecs,
 }
 
 /// Everything one preset is: one entry per [`Preset`], in its order.
@@ -70,7 +73,7 @@ const ACCESS_LOG_FIELDS: [(&str, &str); 6] = [
     ("attempt", "-"),
 ];
 
-const SPECS: [Spec; 3] = [
+const SPECS: [Spec; 4] = [
     Spec {
         preset: Preset::Envoy,
         reads: "Envoy's JSON access log with %UPSTREAM_REQUEST_ATTEMPT_COUNT%: each line is one request, the gateway's attempts at it",
@@ -107,6 +110,23 @@ const SPECS: [Spec; 3] = [
         passes: "k6 metrics other than http_req_duration, and requests without the operation_id tag (setup, teardown)",
         missing_id: "tag each request with its operation ID: http.get(url, { tags: { operation_id: id } })",
     },
+    Spec {
+        preset: Preset::Ecs,
+        reads: "an Elastic Common Schema log (ecs-logging, Elastic agents, Filebeat): each record with an event.duration is one attempt at the caller hop, the operation its trace.id",
+        shape: Shape::Ecs,
+        fields: &[
+            ("operation_id", "trace.id"),
+            ("finish", "@timestamp"),
+            ("duration_ns", "event.duration"),
+            ("target", "url.path"),
+            ("outcome", "-"),
+            ("hop", "-"),
+            ("attempt", "-"),
+        ],
+        hop: None,
+        passes: "records without event.duration (the operation's other log records), and records without trace.id",
+        missing_id: "log inside a trace (ecs-logging takes trace.id from the active OpenTelemetry or APM span), or map the key that holds the operation with --field operation_id=KEY",
+    },
 ];
 
 impl Preset {
@@ -136,7 +156,7 @@ impl Preset {
         let mut mapping = KeyMapping::default();
         let pairs = self.spec().fields.iter().chain(match self.spec().shape {
             Shape::AccessLog => ACCESS_LOG_FIELDS.iter(),
-            Shape::K6 => [].iter(),
+            Shape::K6 | Shape::Ecs => [].iter(),
         });
         let origin = format!("--preset {self}");
         mapping.add_fields(
@@ -157,6 +177,10 @@ impl Preset {
         match self.spec().shape {
             Shape::AccessLog => {
                 object.contains_key("start_time") && object.contains_key("response_code")
+            }
+            Shape::Ecs => {
+                object.contains_key("@timestamp")
+                    && (object.contains_key("ecs.version") || object.contains_key("ecs"))
             }
             Shape::K6 => {
                 object.contains_key("metric")
@@ -184,6 +208,12 @@ impl Preset {
                     return Ok(Read::Passed);
                 }
                 k6_outcome(&object)?
+            }
+            Preset::Ecs => {
+                if ecs_value(&object, "event.duration").is_none() {
+                    return Ok(Read::Passed);
+                }
+                ecs_outcome(&object)?
             }
             Preset::Envoy | Preset::Istio => {
                 // Envoy writes '-' for a value it does not have.
@@ -408,6 +438,41 @@ fn k6_outcome(object: &Map<String, Value>) -> Result<Option<Outcome>, String> {
         )),
         None => Ok(None),
     }
+}
+
+/// An ECS field by its dotted name, written nested (`{"event":{"duration":…}}`, as
+/// ecs-logging does) or flat (`"event.duration"`); `None` for null.
+fn ecs_value<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    if let Some(value) = object.get(name) {
+        return Some(value).filter(|v| !v.is_null());
+    }
+    let (head, rest) = name.split_once('.')?;
+    match object.get(head)? {
+        Value::Object(inner) => ecs_value(inner, rest),
+        _ => None,
+    }
+}
+
+/// The outcome of an ECS record: `http.response.status_code`; else a timeout when
+/// `error.type` names one (`TimeoutError`, `ReadTimeout`); else `event.outcome` (`success`,
+/// `failure`).
+fn ecs_outcome(object: &Map<String, Value>) -> Result<Option<Outcome>, String> {
+    let code = ecs_value(object, "http.response.status_code");
+    if let Some(outcome) = status("http.response.status_code", code)? {
+        return Ok(Some(outcome));
+    }
+    let error = ecs_value(object, "error.type").and_then(Value::as_str);
+    if error.is_some_and(|e| e.to_ascii_lowercase().contains("timeout")) {
+        return Ok(Some(Outcome::Timeout));
+    }
+    Ok(
+        match ecs_value(object, "event.outcome").and_then(Value::as_str) {
+            Some("success") => Some(Outcome::Ok),
+            Some("failure") => Some(Outcome::Error),
+            _ if error.is_some() => Some(Outcome::Error),
+            _ => None,
+        },
+    )
 }
 
 #[cfg(test)]
