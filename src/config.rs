@@ -757,18 +757,45 @@ fn check_parquet_output(output: Option<&Path>) -> Result<()> {
 fn style(args: &cli::StyleArgs, target: &OutputTarget) -> Style {
     let terminal = *target == OutputTarget::Stdout && std::io::stdout().is_terminal();
     Style {
-        width: if terminal {
-            terminal_size::terminal_size_of(std::io::stdout())
-                .map(|(terminal_size::Width(w), _)| usize::from(w))
-        } else {
-            None
-        },
+        width: if terminal { terminal_width() } else { None },
         color: color_for(args.color, terminal),
         ascii: args.ascii,
     }
 }
 
+/// The width of the terminal standard output is: `COLUMNS` when set to a number (as `ls`
+/// and most tools read it: a user's or a CI runner's own width), else the columns the
+/// terminal reports, even when it reports no rows (a pseudo-terminal of some CI runners;
+/// the `terminal_size` crate gives nothing then).
+fn terminal_width() -> Option<usize> {
+    let columns = std::env::var("COLUMNS").ok();
+    if let Some(n) = columns.and_then(|c| c.trim().parse::<usize>().ok()) {
+        return (n > 0).then_some(n);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let mut size = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCGWINSZ writes one `winsize` into `size`, which outlives the call.
+        let ok =
+            unsafe { libc::ioctl(std::io::stdout().as_raw_fd(), libc::TIOCGWINSZ, &mut size) } == 0;
+        (ok && size.ws_col > 0).then_some(usize::from(size.ws_col))
+    }
+    #[cfg(not(unix))]
+    {
+        terminal_size::terminal_size_of(std::io::stdout())
+            .map(|(terminal_size::Width(w), _)| usize::from(w))
+    }
+}
+
 fn color_for(choice: cli::ColorArg, terminal: bool) -> bool {
+    // A dumb terminal (TERM=dumb: Emacs' shell, some CI logs) shows escapes as text.
+    let terminal = terminal && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
     wants_color(
         choice,
         terminal,

@@ -265,7 +265,23 @@ fn visible_width(line: &str) -> usize {
 /// and returns what the terminal showed. Fails, rather than skipping, when `script` is
 /// missing: this is the only test of the terminal width.
 fn run_on_terminal(columns: u16, args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
-    let mut command_line = format!("stty cols {columns} rows 50; exec '{BIN}'");
+    run_on_terminal_of(columns, 50, args, env)
+}
+
+/// [`run_on_terminal`] on a terminal of `rows` rows (0: one that reports none).
+fn run_on_terminal_of(
+    columns: u16,
+    rows: u16,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String) {
+    // `COLUMNS` is set after `stty`: the shell `script` runs updates an exported COLUMNS
+    // to the terminal's new width.
+    let columns_var = env
+        .iter()
+        .find(|(k, _)| *k == "COLUMNS")
+        .map_or(String::new(), |(_, v)| format!("COLUMNS={v} "));
+    let mut command_line = format!("stty cols {columns} rows {rows}; {columns_var}exec '{BIN}'");
     for a in args {
         command_line.push_str(&format!(" '{a}'"));
     }
@@ -275,7 +291,9 @@ fn run_on_terminal(columns: u16, args: &[&str], env: &[(&str, &str)]) -> (i32, S
         .current_dir(root())
         .stdin(Stdio::null())
         .env_remove("NO_COLOR")
-        .env_remove("CLICOLOR_FORCE");
+        .env_remove("CLICOLOR_FORCE")
+        .env_remove("COLUMNS")
+        .env("TERM", "xterm");
     for (k, v) in env {
         command.env(k, v);
     }
@@ -551,4 +569,22 @@ fn analyze_help_is_grouped_and_ends_with_examples() {
             .ends_with("(bad input lines, unless --skip-invalid)."),
         "{text}"
     );
+}
+
+/// The table fits a terminal that reports no rows (as some CI pseudo-terminals do), and
+/// `COLUMNS` when set; `TERM=dumb` gets no colour.
+#[test]
+fn the_table_fits_columns_a_rowless_terminal_and_a_dumb_one_is_not_coloured() {
+    let widest = |shown: &str| shown.lines().map(visible_width).max().unwrap_or(0);
+    let (code, shown) = run_on_terminal_of(80, 0, &["analyze", INCIDENT], &[]);
+    assert_eq!(code, 0, "{shown}");
+    assert!(widest(&shown) <= 80, "{shown}");
+    let (_, wide) = run_on_terminal(160, &["analyze", INCIDENT], &[]);
+    assert!(widest(&wide) > 80, "{wide}");
+    let (_, shown) = run_on_terminal(160, &["analyze", INCIDENT], &[("COLUMNS", "80")]);
+    assert!(widest(&shown) <= 80, "{shown}");
+    assert!(coloured(&shown, "healthy"), "{shown}");
+    let (_, shown) = run_on_terminal(120, &["analyze", INCIDENT], &[("TERM", "dumb")]);
+    assert!(!shown.contains('\x1b'), "{shown}");
+    assert!(widest(&shown) <= 120, "{shown}");
 }
