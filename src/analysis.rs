@@ -534,7 +534,7 @@ pub fn partition_pass(
     });
     drop(by_operation);
     // Emptied, not freed: the next partition reads its events into these pages, which
-    // it would otherwise fault in and zero again (a third of reading a partition back).
+    // it would otherwise fault in and zero again, page by page.
     // A caller that reads nothing more frees them (`Ingested::free_events`).
     let mut events = events;
     events.clear();

@@ -582,7 +582,7 @@ impl Instants {
 /// that "holds `min_ops` operations" is one comparison for any window.
 fn first_end_with_ops(points: &[RetryPoint], min_ops: usize) -> Vec<u32> {
     // Keyed by merge indexes, not by anything a log's writer chooses: a fast fixed hash
-    // (std's SipHash, three a point, was 8 % of the burst stage's samples at 10 M).
+    // (std's SipHash, three a point, costs more than the counting).
     let mut counts: HashMap<u32, u32, foldhash::fast::FixedState> = HashMap::default();
     let mut need = vec![u32::MAX; points.len()];
     let mut b = 0;
@@ -609,8 +609,8 @@ fn first_end_with_ops(points: &[RetryPoint], min_ops: usize) -> Vec<u32> {
 /// The edges of the neighbour windows of the last window asked about, as indexes into the
 /// sorted times: `before[k]`, the first time at or after `t0 − k·w`; `after[k]`, the first
 /// after `t0 + k·w`. Windows are asked about in order of `t0`, so each edge only moves
-/// forward: all of them cross the times once in all, where a binary search per edge and
-/// window (40 per window) made this a tenth of a large run.
+/// forward: all of them cross the times once in all, not a binary search per edge and
+/// window (40 per window).
 #[derive(Default)]
 struct Edges {
     before: [usize; NEIGHBOUR_WINDOWS + 1],

@@ -171,8 +171,8 @@ impl Finding {
 }
 
 /// `kind@hop`: the one spelling of a finding. Three plain writes, not `write!`: findings
-/// are spelled for every CSV row that has them, and the format machinery took 276
-/// instructions a row (callgrind, 100 k operations).
+/// are spelled for every CSV row that has them, and the format machinery costs more
+/// than the writing.
 fn write_label(out: &mut impl std::fmt::Write, kind: FindingKind, hop: &str) -> std::fmt::Result {
     out.write_str(kind.name())?;
     out.write_char('@')?;
@@ -602,9 +602,7 @@ pub fn overlap_spans(
     trace_end_ms: Millis,
 ) -> Vec<OverlapSpan> {
     // Only attempts at one hop can overlap. Most operations (every healthy one) make one
-    // attempt per hop: nothing to list, sort or allocate for them. Small: 100 k generated
-    // operations, this function's instructions 132 → 108 M (callgrind), the rest of it
-    // spent on the operations that do retry.
+    // attempt per hop: nothing to list, sort or allocate for them.
     if at_most_one_per_hop(attempts) {
         return Vec::new();
     }

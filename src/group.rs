@@ -59,8 +59,8 @@ pub struct Tree {
     /// The line of each attempt.
     pub line_of: Vec<u32>,
     /// Attempt indexes line by line, each line's a run of them: one vector for the tree,
-    /// not one per line (a few lines for each of millions of operations, each allocated,
-    /// grown and freed, were about a fifth of the per-operation pass's allocations).
+    /// not one per line (a few lines for each of millions of operations would each be
+    /// allocated, grown and freed).
     order: Vec<u32>,
 }
 

@@ -237,8 +237,8 @@ fn whole_ms(t_ms: Millis) -> i64 {
 /// index the pair's second item) into window `into`, each into the bucket `factor` times
 /// coarser that holds it. At the same resolution the buckets lie in the same order in both
 /// windows, and are added as one run: a spilled run merges a window of up to
-/// [`FINE_BUCKETS_MAX`] buckets a series per partition (bucket by bucket, with a division
-/// each, they were 9 % of 100 k operations' instructions under `--memory-limit 8M`).
+/// [`FINE_BUCKETS_MAX`] buckets a series per partition, so adding them bucket by bucket,
+/// with a division each, would cost in proportion to partitions × buckets.
 fn add_window(
     (into, into_base): (&mut [u64], i64),
     (from, from_base): (&[u64], i64),

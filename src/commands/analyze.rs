@@ -77,9 +77,9 @@ pub fn analyze_partitions(
         |mut partial| {
             // Statistics are folded into the first partition's as each one ends, in the
             // partitions' order, and the merge adds up the same numbers: a partition's
-            // time histogram and latency sketches are a megabyte or two, and the 155
-            // partitions of 30 M operations held theirs until the merge, a third of that
-            // run's peak memory.
+            // time histogram and latency sketches are a megabyte or two, and held until
+            // the merge, the hundreds of partitions of a large run would dominate its peak
+            // memory.
             if let Some(first) = partials.first_mut() {
                 let stats =
                     std::mem::replace(&mut partial.stats, AttemptStats::new(rules.hops.len()));
@@ -151,11 +151,9 @@ pub fn release_free_memory(delay_ms: std::ffi::c_long) {
 
 /// When the pages freed by a partition are handed back to the system: not after every
 /// partition, as each partition's pass needs about as much memory as the one before, and
-/// would fault in and zero again the pages just handed back (at 1 M operations, 168 k
-/// page faults over a run against 90 k never handing any back, and 7 % of its time).
-/// Kept, what the allocator caches drifts upwards, a few MB a partition (each thread's
-/// heap keeps what it freed, and the next partition's work lands on other threads): 196 →
-/// 277 MB over the 16 partitions of 1 M operations. So the free pages go back once the
+/// would fault in and zero again the pages just handed back. Kept, what the allocator
+/// caches drifts upwards, a few MB a partition (each thread's heap keeps what it freed,
+/// and the next partition's work lands on other threads). So the free pages go back once the
 /// resident memory at a partition's end has grown a tenth past the first partition's end;
 /// where it cannot be read (not Linux), after every partition.
 #[derive(Debug, Default)]
@@ -166,8 +164,7 @@ pub struct PartitionPurge {
 
 impl PartitionPurge {
     /// The growth past the first partition's resident memory allowed before a purge: a
-    /// tenth (a twentieth and a fifth were no faster at 1 M operations, five alternating
-    /// runs each).
+    /// tenth (BENCHMARKS.md: neither a smaller nor a larger share was faster).
     const DRIFT_DIVISOR: u64 = 10;
 
     fn after_partition(&mut self) {
@@ -191,21 +188,16 @@ impl PartitionPurge {
 
 /// The purge delay while partitions are analysed: not at once, because handing back every
 /// page the moment it was freed makes the per-operation pass fault in and zero the same
-/// pages again and again. Measured both ways in one session's benchmarks (BENCHMARKS.md):
-/// 100 ms took 9 % off the time at 1 M and 10 M operations and 14 % at 30 M, for 15 % more
-/// peak memory (1 M: 417 → 480 MB; 30 M: 699 → 769 MB, well within the 1 GiB default).
-/// The merge purges at once (`analyze_partitions`): its working set is the run's largest.
-/// Then 1000 ms rather than 100: at 1 M operations a partition is read back and analysed
-/// in about 0.4 s, and pages its reading freed were handed back before its pass could take
-/// them again. Three alternating pairs at 1 M: wall 3.72–3.75 → 3.34–3.55 s, page faults
-/// 163–172 k → 152–156 k, CPU 5.8–5.9 → 5.2–5.6 s; peak 225–238 → 233–241 MB. At 10 M two
-/// pairs differed by less than the machine's noise, for 257–261 → 278–288 MB of peak.
+/// pages again and again; the cost is a little more peak memory, well within the 1 GiB
+/// default (BENCHMARKS.md has both). The merge purges at once (`analyze_partitions`): its
+/// working set is the run's largest. The delay is longer than a partition's read and pass
+/// take, so that pages one partition's reading freed are still there for its pass.
 pub const PARTITION_PURGE_DELAY_MS: std::ffi::c_long = 1000;
 
 /// `mi_option_purge_delay` in mimalloc.h (v3), which libmimalloc-sys does not name. By
 /// default freed memory is handed back to the kernel after a delay and comes back as freshly
-/// zeroed (often huge) pages: on a 1 M-event input that zeroing was 40% of all CPU time. A
-/// run is short; keep the memory. A test checks the number against mimalloc's own name.
+/// zeroed (often huge) pages, and the zeroing can take more CPU than the analysis. A run is
+/// short; keep the memory. A test checks the number against mimalloc's own name.
 pub const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// A spilled run's merge reads one file per partition at once, for each hop searched at

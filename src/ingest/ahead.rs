@@ -3,8 +3,8 @@
 //! parsing takes over whole ([`Unparsed`]).
 //!
 //! Without it, the thread that hands lines to the parsers also read each chunk, and both
-//! cores waited while it did: a tenth of a 1 M-operation run's reading for a plain file,
-//! and far more for a zstd or gzip one, whose decoding is a core's work. Memory is bounded:
+//! cores waited while it did, for a plain file and far more for a zstd or gzip one,
+//! whose decoding is a core's work. Memory is bounded:
 //! at most [`BLOCKS_AHEAD`] blocks wait, one is being filled and one is being parsed, and
 //! the parsed ones go back to the thread to be filled again (no page is faulted in anew).
 

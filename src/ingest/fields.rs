@@ -108,7 +108,7 @@ pub struct RawFields<'a> {
 impl<'a> RawFields<'a> {
     /// Stores the value of field `index` of [`FIELDS`] through its slot, called with a
     /// constant index in each arm so that the slot is inlined: the fast path's call through
-    /// the table's function pointer, one indirect call per key, was a quarter of its time.
+    /// the table's function pointer would be one indirect call per key.
     #[inline]
     pub fn set(&mut self, index: usize, value: Option<Scalar<'a>>) {
         macro_rules! by_index {

@@ -394,12 +394,11 @@ fn read_part(
         into.events.reserve(wanted);
     }
     // A thread of its own reads and decodes the file while this one interns what it
-    // decoded: decoding took a third of reading a partition back, with the other core idle.
+    // decoded: otherwise the other core idles while a partition is decoded.
     let (decoded, batches) = std::sync::mpsc::sync_channel(BATCHES_AHEAD);
     let (done, spent) = std::sync::mpsc::channel::<spill::Batch>();
     // Batches grown by the part before are filled first: a new batch grows its vectors by
-    // doubling, on fresh pages, and each part's first batches did (a twentieth of reading
-    // back went to growing them).
+    // doubling, on fresh pages, as each part's first batches would.
     for batch in spare.drain(..) {
         let _ = done.send(batch);
     }
@@ -618,7 +617,7 @@ fn read_with(
 
 /// The shortest event line worth reserving for: `{"operation_id":"a","start_ms":1}` and
 /// a newline. Reserving for the events the files can hold saves growing a vector of
-/// millions of events by copying (a tenth of the run on a 1 M-event input).
+/// millions of events by copying.
 const MIN_EVENT_LINE_BYTES: u64 = 35;
 
 /// The most events reserved for up front, whatever the input size: reserving for a 1.5 GB
@@ -653,11 +652,9 @@ const LINES_PER_BATCH: usize = 1 << 12;
 
 /// Attempts per batch once lines are spilled as read: four times as many. A spilled
 /// batch holds only its attempts' encoded bytes (about 25 each), and each batch ends in
-/// a join where one core waits for the other's last stretch: at 1 M operations 4 096
-/// took 10 % more time to read than 16 384 (eight alternating runs, 2.04 against 1.85
-/// s). Lines kept in memory stay at [`LINES_PER_BATCH`]: there the larger batches were
-/// slower at 100 k operations (ten alternating runs, reading 0.24 against 0.28 s) and
-/// held 12 MB more.
+/// a join where one core waits for the other's last stretch, so fewer, larger batches
+/// wait less. Lines kept in memory stay at [`LINES_PER_BATCH`]: there larger batches hold
+/// more and do not read faster.
 const SPILLED_ATTEMPTS_PER_BATCH: usize = 4 * LINES_PER_BATCH;
 
 /// A line to parse: its number, its bytes without the newline and a final CR, and whether
@@ -1457,7 +1454,7 @@ impl<'c> Reader<'c> {
             if raw.len() as u64 > chunk.max_line_bytes {
                 return Err(too_long(raw.len() as u64, chunk.max_line_bytes));
             }
-            // SIMD: checking every byte of every line was 3 % of a run.
+            // SIMD: every byte of every line is checked.
             let Ok(text) = simdutf8::basic::from_utf8(raw) else {
                 return Err(not_utf8.to_string());
             };
@@ -1474,7 +1471,7 @@ impl<'c> Reader<'c> {
                 first_passed: None,
                 attempts: 0,
             };
-            // Reserved whole: grown by doubling, its moves were a tenth of reading.
+            // Reserved whole: grown by doubling, it would be moved again and again.
             let mut events = Vec::with_capacity(stretch.len());
             for line in stretch {
                 let value = match parse_line(line) {

@@ -121,10 +121,9 @@ impl Budget {
 
 /// The events' share of the budget is split in three for the two partitions read back at
 /// once ([`super::PARTITIONS_AT_ONCE`]): each partition's pass holds more than its events
-/// (its rows, the workers' lists), and two at once in half the share each peaked 30 MB
-/// above one at a time in all of it at 1 M operations (252 against 220 MB, median of six
-/// runs each); in a third each, they peaked as one did (217 MB), the partitions' time
-/// 13 % shorter. More, smaller partitions cost the merge little (its readers' buffers are
+/// (its rows, the workers' lists), so two at once in half the share each would peak
+/// above one at a time in all of it; in a third each they peak as one does, and keep both
+/// cores busy (BENCHMARKS.md has the figures). More, smaller partitions cost the merge little (its readers' buffers are
 /// shared out, see `partial::merge`).
 pub const PARTITION_SHARES: u64 = 3;
 
@@ -290,8 +289,7 @@ impl Parts {
             .filter(|(_, ops)| !ops.is_empty())
             .try_for_each(|(part, ops)| {
                 // Written a piece at a time: encoding a whole spill before writing it
-                // held another copy of the events (a quarter of a 1 M-operation run's
-                // peak memory).
+                // would hold another copy of the events.
                 let mut file = Appender::open(&part.path)?;
                 let mut buf = Vec::with_capacity(SPILL_WRITE_BYTES + (64 << 10));
                 let events_of = |op: u32| {
@@ -501,8 +499,7 @@ fn write_error(path: &Path, e: std::io::Error) -> anyhow::Error {
 }
 
 /// Reads a spill file in batches of decoded blocks. The file is read in large pieces and
-/// decoded from memory: no call per byte, no string allocated per event (a tenth of a
-/// spilled run went there). A batch owns its bytes, so one thread can decode the next
+/// decoded from memory: no call per byte, no string allocated per event. A batch owns its bytes, so one thread can decode the next
 /// batch while another interns the last one.
 pub struct PartReader {
     file: File,
@@ -523,9 +520,7 @@ pub struct Batch {
     bytes: Vec<u8>,
     /// The strings of the blocks, copied here as they are decoded and checked as UTF-8
     /// all at once when the batch is full: the interning side slices them without
-    /// checking them again (checked three times, once by each step that looked at them,
-    /// they were 3 % of reading back; checked one by one, they were a sixth of the
-    /// decoding thread's instructions).
+    /// checking them again (not once by each step that looks at them, nor one by one).
     text: String,
     blocks: Vec<BlockAt>,
     events: Vec<SpilledEvent>,
@@ -585,7 +580,7 @@ struct SpilledEvent {
 impl Block<'_> {
     /// Starts loading the block's own first event and its ID's text, which the decoding
     /// thread wrote on the other core: [`Block::prefetch`] reads them to know what to load,
-    /// and waited on them (a fifth of the interning loop's samples, on one compare).
+    /// and would wait on them.
     pub fn prefetch_own(&self) {
         if let Some(first) = self.events.first() {
             crate::model::prefetch(first);
@@ -1034,10 +1029,9 @@ impl<'a> Decoder<'a> {
         Ok(b)
     }
 
-    /// Always inline: several a decoded event, and a call each was about 30 M of the
-    /// 4.9 G instructions of 100 k operations spilled (callgrind). Its own loop rather than
-    /// `codec::varint_at` (the same format): telling a cut-off varint from a damaged one
-    /// after the shared reader returned cost the decoding thread 26 M more.
+    /// Always inline: several a decoded event, where a call costs more than the decoding.
+    /// Its own loop rather than `codec::varint_at` (the same format): it tells a cut-off
+    /// varint from a damaged one as it reads, not after the shared reader returned.
     #[inline(always)]
     fn varint(&mut self) -> Result<u64, Stop> {
         let mut n = 0u64;
@@ -1055,8 +1049,8 @@ impl<'a> Decoder<'a> {
         }
     }
 
-    /// Always inline, as [`Decoder::varint`]: called as a function in one build and
-    /// inlined in the next, it was 35 M instructions against 8 M.
+    /// Always inline, as [`Decoder::varint`]: left to the compiler, it was a call in one
+    /// build and inlined in the next.
     #[inline(always)]
     fn u32(&mut self) -> Result<u32, Stop> {
         u32::try_from(self.varint()?).map_err(|_| Stop::Damaged("number out of range"))
@@ -1147,8 +1141,8 @@ fn decode_block(d: &mut Decoder, events: &mut Vec<SpilledEvent>) -> Result<Heade
 
 /// Decodes an event onto the end of `events`, read against `before`, the event before it
 /// in its block. Pushed here rather than returned: a returned event (168 bytes,
-/// in a `Result`) was built on the stack and copied into the vector, and those copies were
-/// 6 % of the samples of reading partitions back.
+/// in a `Result`) is built on the stack and copied into the vector, once per event read
+/// back.
 fn get_event(
     d: &mut Decoder,
     before: &mut Before<TextAt>,

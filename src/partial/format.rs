@@ -533,8 +533,8 @@ impl RowCodec {
         } else {
             None
         };
-        // Pushed in loops: collected from iterators of `Result`s, they went through an
-        // adapter a number (the adapters were 18 % of the merge's reading thread).
+        // Pushed in loops: collected from iterators of `Result`s, each number would go
+        // through an adapter, on the thread the merge waits for.
         let mut funnel = Vec::with_capacity(hops);
         for _ in 0..hops {
             funnel.push(r.number(u32::MAX.into())? as u32);

@@ -4,8 +4,8 @@
 //!
 //! Why not a binary heap: a heap's entry replaced at the top is sifted down with two
 //! compares a level (its children against each other, then the least of them against it),
-//! and the merge's keys are strings, so those compares were a quarter of its reading
-//! thread's time. A loser tree keeps at each match of the tournament the head that lost
+//! and the merge's keys are strings, so those compares are what its reading thread
+//! spends its time on. A loser tree keeps at each match of the tournament the head that lost
 //! it; the new head of the winner's source replays only the matches on its way up to the
 //! root, one compare a level.
 //!

@@ -156,11 +156,10 @@ pub fn merge(
     sources.push(Box::new(late_rows.into_iter().map(Ok)));
     stats.merge(&late.stats)?;
     // Rows are read and merged on a thread of their own while this one gives each its
-    // final class, tallies and writes them: the reading thread is the busier of the two (at
-    // 10 M operations it was busy the whole stage, this one half of it), so the bursts are
-    // looked up here. Each batch goes back to that thread to be emptied there, with the
+    // final class, tallies and writes them: the reading thread is the busier of the two, so
+    // the bursts are looked up here. Each batch goes back to that thread to be emptied there, with the
     // results made of its rows: their memory is freed by the thread that allocated it (a
-    // free from another thread was 7 % of this one's time), all but the findings lists a
+    // free from another thread is the allocator's slow path), all but the findings lists a
     // burst grew here.
     std::thread::scope(|scope| -> Result<()> {
         let (batches, merged) = std::sync::mpsc::sync_channel::<Result<Vec<(Row, u32)>>>(4);

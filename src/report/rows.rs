@@ -4,8 +4,7 @@
 //! The rows are written as they come ([`RowWriter`]), JSON Lines and CSV a row at a time,
 //! Parquet a batch at a time: the table is never built whole in memory, whatever the
 //! number of operations. CSV is written here, not by polars: the same bytes (a test holds
-//! the two to it), without building columns only to turn them back into rows (a twentieth
-//! of a run's CPU at 1 M operations).
+//! the two to it), without building columns only to turn them back into rows.
 //!
 //! JSON Lines and Parquet keep the input's IDs as they were (JSON escapes what it must).
 //! CSV is opened in spreadsheets, so its text cells go through [`escape::csv_cell`]: a
@@ -357,9 +356,8 @@ fn float_cell(line: &mut Vec<u8>, ms: f64) {
 
 /// A text cell as [`escape::csv_cell`] makes it, written by [`csv_text`]. Most cells (IDs,
 /// class and hop names, findings) are plain, and are written as they are without either
-/// step: the two were about a third of the writing thread's samples at 1 M operations
-/// (both scan the text, the second twice with `memchr`, whose setup outweighs cells this
-/// short).
+/// step (both scan the text, the second twice with `memchr`, whose setup outweighs cells
+/// this short).
 fn csv_cell_text(line: &mut Vec<u8>, text: &str) {
     if escape::csv_plain(text) {
         line.extend_from_slice(text.as_bytes());
