@@ -9,14 +9,29 @@ use attempt_funnel::{commands, exit_codes};
 /// mimalloc: millions of small per-operation allocations from several threads are its
 /// home ground. Built with `no_thp`: by default it asks the kernel for transparent huge
 /// pages on its memory, and then the first touch of any byte of a 2 MiB range faults in
-/// and zeroes all of it, so each thread's scattered small allocations held whole huge
-/// pages (BENCHMARKS.md, "Spilling earlier, no huge pages").
+/// and zeroes all of it, so each thread's scattered small allocations would hold whole
+/// huge pages.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     commands::prepare_process();
-    let result = match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // A usage error takes the one prefix every error of ours has; help and the
+            // version (also the help shown for a missing command) go out as clap has them.
+            let text = err.render().to_string();
+            match text.strip_prefix("error: ") {
+                Some(message) if err.use_stderr() => {
+                    eprint!("attempt-funnel: {message}");
+                    std::process::exit(exit_codes::ERROR);
+                }
+                _ => err.exit(),
+            }
+        }
+    };
+    let result = match cli.command {
         Command::Analyze(args) => commands::analyze::run(args),
         Command::Generate(args) => commands::generate::generate(args),
         Command::Convert(args) => commands::convert::convert(args),

@@ -588,3 +588,22 @@ fn the_table_fits_columns_a_rowless_terminal_and_a_dumb_one_is_not_coloured() {
     assert!(!shown.contains('\x1b'), "{shown}");
     assert!(widest(&shown) <= 120, "{shown}");
 }
+
+/// One prefix for every error: clap's usage errors say `attempt-funnel:` as ours do.
+#[test]
+fn a_usage_error_has_the_same_prefix_as_every_other_error() {
+    for args in [
+        &["analyze", "--bogus"][..],
+        &["analyze", "--burst-min-ops", "x", INCIDENT],
+        &["no-such-command"],
+    ] {
+        let run = run(args);
+        run.expect_code(2);
+        assert!(
+            run.stderr.starts_with("attempt-funnel: "),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("error: "), "{args:?}: {}", run.stderr);
+    }
+}
