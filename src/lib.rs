@@ -23,6 +23,30 @@
 //!   `policy` (the policy file), `stats`, `codec` and the small helpers.
 //!
 //! `docs/architecture.md` draws the pipeline in full.
+//!
+//! A program runs a command as the binary does: parse its command line, hand it to its
+//! command, read the exit code. The report goes where the command line says (here a file).
+//!
+//! ```
+//! use clap::Parser;
+//! use attempt_funnel::cli::{Cli, Command};
+//! use attempt_funnel::{commands, exit_codes};
+//!
+//! let report = std::env::temp_dir().join(format!("attempt-funnel-doc-{}.json", std::process::id()));
+//! let cli = Cli::parse_from([
+//!     "attempt-funnel", "analyze", "fixtures/classes/nested-retry.jsonl",
+//!     "--format", "json", "--output", report.to_str().unwrap(),
+//!     "--fail-on", "nested-retry > 0",
+//! ]);
+//! let Command::Analyze(args) = cli.command else { unreachable!() };
+//! // The fixture's operations retried at two layers: the gate breaches.
+//! assert_eq!(commands::analyze::run(args)?, exit_codes::THRESHOLD_BREACHED);
+//! let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(&report)?)?;
+//! assert_eq!(summary["classes"][1]["class"], "nested-retry");
+//! assert_eq!(summary["classes"][1]["operations"], 3);
+//! std::fs::remove_file(&report)?;
+//! # Ok::<(), anyhow::Error>(())
+//! ```
 
 mod analysis;
 mod atomic;
