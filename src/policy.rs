@@ -141,14 +141,10 @@ impl<'de, T: TryFrom<i64> + TryFrom<u64>> Deserialize<'de> for Whole<T> {
                 f.write_str("a whole number")
             }
             fn visit_i64<E: Error>(self, v: i64) -> Result<Whole<T>, E> {
-                T::try_from(v)
-                    .map(Whole)
-                    .map_err(|_| E::custom(format!("{v} is out of range for this setting")))
+                in_range(v)
             }
             fn visit_u64<E: Error>(self, v: u64) -> Result<Whole<T>, E> {
-                T::try_from(v)
-                    .map(Whole)
-                    .map_err(|_| E::custom(format!("{v} is out of range for this setting")))
+                in_range(v)
             }
             fn visit_f64<E: Error>(self, v: f64) -> Result<Whole<T>, E> {
                 Err(E::custom(format!(
@@ -156,6 +152,13 @@ impl<'de, T: TryFrom<i64> + TryFrom<u64>> Deserialize<'de> for Whole<T> {
                     crate::words::number(v)
                 )))
             }
+        }
+        fn in_range<T: TryFrom<V>, V: std::fmt::Display + Copy, E: Error>(
+            v: V,
+        ) -> Result<Whole<T>, E> {
+            T::try_from(v)
+                .map(Whole)
+                .map_err(|_| E::custom(format!("{v} is out of range for this setting")))
         }
         deserializer.deserialize_any(Reader(std::marker::PhantomData))
     }

@@ -140,9 +140,9 @@ fn not_found(ingested: &Ingested, id: &str) -> String {
         // An operation whose every line was bad never became an operation: say where it
         // may be rather than that it is absent.
         message.push_str(&format!(
-            "; {bad} bad line{} could not be read, and the operation may be on {} (see above)",
-            if bad == 1 { "" } else { "s" },
-            if bad == 1 { "it" } else { "one of them" }
+            "; {} could not be read, and the operation may be on {} (see above)",
+            crate::words::counted(bad, "bad line", "bad lines"),
+            crate::words::noun(bad, "it", "one of them")
         ));
     }
     if similar.is_empty() {

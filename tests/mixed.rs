@@ -22,22 +22,29 @@ fn rows_and_stderr(args: &[&str], code: i32) -> (Vec<u8>, String) {
     (run.stdout, run.stderr)
 }
 
+/// Runs `file` and checks it gives the rows `alone` gives, with `others` (`162 lines`)
+/// passed by; its stderr.
+fn classifies_as(file: &str, alone: &[u8], others: &str) -> String {
+    let (rows, stderr) = rows_and_stderr(&[file], 0);
+    assert_eq!(
+        String::from_utf8_lossy(&rows),
+        String::from_utf8_lossy(alone),
+        "{file}"
+    );
+    assert!(
+        stderr.contains(&format!("{file}: {others} passed by, not attempts")),
+        "{file}: {stderr}"
+    );
+    stderr
+}
+
 #[test]
 fn a_mixed_log_classifies_as_its_attempt_lines_alone_and_counts_the_others() {
     let (alone, quiet) = rows_and_stderr(&[ATTEMPTS], 0);
     assert!(quiet.is_empty(), "{quiet}");
     // Nine lines in ten of app.log are not attempts; one other line leads banner-first.log.
     for (file, others) in [(APP, "162 lines"), (BANNER_FIRST, "1 line")] {
-        let (rows, stderr) = rows_and_stderr(&[file], 0);
-        assert_eq!(
-            String::from_utf8_lossy(&rows),
-            String::from_utf8_lossy(&alone),
-            "{file}"
-        );
-        assert!(
-            stderr.contains(&format!("{file}: {others} passed by, not attempts")),
-            "{file}: {stderr}"
-        );
+        let stderr = classifies_as(file, &alone, others);
         // No bad line (`path:line: …`).
         assert!(
             !stderr.lines().any(|l| l.starts_with(&format!("{file}:"))),
@@ -201,16 +208,10 @@ fn container_log_wrappers_classify_as_the_lines_they_wrap() {
     let (plain, quiet) = rows_and_stderr(&["fixtures/logs/containers/app.jsonl"], 0);
     assert!(quiet.is_empty(), "{quiet}");
     for wrapped in ["cri.log", "docker-json.log", "kubectl-prefix.log"] {
-        let file = format!("fixtures/logs/containers/{wrapped}");
-        let (rows, stderr) = rows_and_stderr(&[&file], 0);
-        assert_eq!(
-            String::from_utf8_lossy(&rows),
-            String::from_utf8_lossy(&plain),
-            "{wrapped}"
-        );
-        assert!(
-            stderr.contains(&format!("{file}: 4 lines passed by, not attempts")),
-            "{wrapped}: {stderr}"
+        classifies_as(
+            &format!("fixtures/logs/containers/{wrapped}"),
+            &plain,
+            "4 lines",
         );
     }
 }

@@ -200,7 +200,7 @@ impl KeyPath {
 
     /// The value at the path in a line's object: nested objects and arrays first, then
     /// the whole path as one key (`{"kubernetes.labels.app": …}`, and every logfmt key).
-    fn find<'v>(&self, object: &'v Map<String, Value>) -> Option<&'v Value> {
+    pub(super) fn find<'v>(&self, object: &'v Map<String, Value>) -> Option<&'v Value> {
         let mut steps = self.steps.iter();
         let mut at = match steps.next()? {
             Step::Key(key) => object.get(key),
@@ -330,20 +330,34 @@ impl KeyMapping {
                 "-" => None,
                 _ => Some(KeyPath::parse(theirs).map_err(|e| format!("{origin}: {name}: {e}"))?),
             };
-            // A later origin (the flags) replaces what an earlier one (the policy) said of
-            // the same key, or of the same thing in another form (`retry_count` for
-            // `attempt`).
-            self.entries.retain(|e| {
-                e.ours != name && (e.origin == origin || e.target.fills() != target.fills())
-            });
-            self.entries.push(Entry {
+            self.put(Entry {
                 ours: name,
                 target,
                 path,
                 origin: origin.to_string(),
             });
         }
-        // Two keys that fill one field would make a line say two things.
+        self.check_one_key_per_field(origin)
+    }
+
+    /// Puts `entry` in. A later origin (the flags) replaces what an earlier one (the
+    /// policy, a preset) said of the same key, or of the same thing in another form
+    /// (`retry_count` for `attempt`). Returns the entries it replaced, in order.
+    fn put(&mut self, entry: Entry) -> Vec<Entry> {
+        let (replaced, kept) =
+            std::mem::take(&mut self.entries)
+                .into_iter()
+                .partition(|e: &Entry| {
+                    e.ours == entry.ours
+                        || (e.origin != entry.origin && e.target.fills() == entry.target.fills())
+                });
+        self.entries = kept;
+        self.entries.push(entry);
+        replaced
+    }
+
+    /// Two keys that fill one field would make a line say two things.
+    fn check_one_key_per_field(&self, origin: &str) -> Result<(), String> {
         for (i, a) in self.entries.iter().enumerate() {
             if let Some(b) = self.entries[..i].iter().find(|b| {
                 b.target.fills() == a.target.fills() && b.path.is_some() && a.path.is_some()
@@ -365,21 +379,22 @@ impl KeyMapping {
     pub fn overlay(&mut self, over: &KeyMapping) -> Result<Vec<String>, String> {
         let mut replaced = Vec::new();
         for entry in &over.entries {
-            let written = entry.path.as_ref().map_or("-", |p| p.written.as_str());
-            if let Some(before) = self.entries.iter().find(|e| {
-                e.origin != entry.origin
-                    && (e.ours == entry.ours || e.target.fills() == entry.target.fills())
-            }) {
-                let was = before.path.as_ref().map_or("-", |p| p.written.as_str());
+            if let Some(before) = self
+                .put(entry.clone())
+                .into_iter()
+                .find(|e| e.origin != entry.origin)
+            {
                 replaced.push(format!(
-                    "{} {}={written} replaces {}'s {}={was}",
-                    entry.origin, entry.ours, before.origin, before.ours
+                    "{} {}={} replaces {}'s {}={}",
+                    entry.origin,
+                    entry.ours,
+                    entry.written(),
+                    before.origin,
+                    before.ours,
+                    before.written()
                 ));
             }
-            self.add_fields(
-                &entry.origin,
-                [(entry.ours.to_string(), written.to_string())],
-            )?;
+            self.check_one_key_per_field(&entry.origin)?;
         }
         self.hop_values
             .extend(over.hop_values.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -655,6 +670,11 @@ impl Entry {
             Some(path) => format!("is read from \"{}\" ({})", path.written, self.origin),
             None => format!("is mapped to '-' ({}): the log has none", self.origin),
         }
+    }
+
+    /// The log's key as the user wrote it, or `-` for none.
+    fn written(&self) -> &str {
+        self.path.as_ref().map_or("-", |p| p.written.as_str())
     }
 
     /// `retry_count ("retries")`: our key and where it was read.

@@ -1977,7 +1977,8 @@ fn layout(head: &[u8], eof: bool, forced: InputFormat) -> Layout {
         return lines;
     }
     let rest = &head[start..];
-    let (line, after) = match memchr::memchr(b'\n', rest) {
+    let newline = memchr::memchr(b'\n', rest);
+    let (line, after) = match newline {
         Some(i) => (&rest[..i], &rest[i + 1..]),
         None => (rest, &rest[rest.len()..]),
     };
@@ -1989,7 +1990,7 @@ fn layout(head: &[u8], eof: bool, forced: InputFormat) -> Layout {
     // A first line that runs past what was read is only long, not a document's start,
     // unless it opens one of the documents that only come whole: an event line of 9 MiB
     // made the whole file a document that was not one.
-    let line_ended = memchr::memchr(b'\n', rest).is_some() || eof;
+    let line_ended = newline.is_some() || eof;
     if unclosed && more && (line_ended || kind.is_some() || opens_whole_document(line)) {
         return Layout::Documents(kind);
     }
@@ -2095,8 +2096,7 @@ fn without_pod_prefix(text: &str) -> &str {
         return text;
     };
     let name = &rest[..end];
-    let is_pod = name.split('/').count() >= 2
-        && !name.is_empty()
+    let is_pod = name.contains('/')
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'.' | b'_'));

@@ -15,7 +15,7 @@
 use serde_json::{Map, Value};
 
 use super::fields::CheckedLine;
-use super::mapping::KeyMapping;
+use super::mapping::{KeyMapping, KeyPath};
 use crate::model::{named_enum, EventFields, Outcome};
 use crate::rules::HopOrder;
 
@@ -210,7 +210,7 @@ impl Preset {
                 k6_outcome(&object)?
             }
             Preset::Ecs => {
-                if ecs_value(&object, "event.duration").is_none() {
+                if ecs_value(&object, &ECS_FIELDS.duration).is_none() {
                     return Ok(Read::Passed);
                 }
                 ecs_outcome(&object)?
@@ -440,33 +440,45 @@ fn k6_outcome(object: &Map<String, Value>) -> Result<Option<Outcome>, String> {
     }
 }
 
-/// An ECS field by its dotted name, written nested (`{"event":{"duration":…}}`, as
-/// ecs-logging does) or flat (`"event.duration"`); `None` for null.
-fn ecs_value<'a>(object: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    if let Some(value) = object.get(name) {
-        return Some(value).filter(|v| !v.is_null());
+/// The ECS fields the preset reads beyond its mapping, each a [`KeyPath`] (nested, as
+/// ecs-logging writes them, or flat as `"event.duration"`), parsed once.
+struct EcsFields {
+    duration: KeyPath,
+    status: KeyPath,
+    error: KeyPath,
+    outcome: KeyPath,
+}
+
+static ECS_FIELDS: std::sync::LazyLock<EcsFields> = std::sync::LazyLock::new(|| {
+    let path = |p| KeyPath::parse(p).expect("the ECS field names are valid paths");
+    EcsFields {
+        duration: path("event.duration"),
+        status: path("http.response.status_code"),
+        error: path("error.type"),
+        outcome: path("event.outcome"),
     }
-    let (head, rest) = name.split_once('.')?;
-    match object.get(head)? {
-        Value::Object(inner) => ecs_value(inner, rest),
-        _ => None,
-    }
+});
+
+/// The value of an ECS field in a record; `None` for null.
+fn ecs_value<'a>(object: &'a Map<String, Value>, field: &KeyPath) -> Option<&'a Value> {
+    field.find(object).filter(|v| !v.is_null())
 }
 
 /// The outcome of an ECS record: `http.response.status_code`; else a timeout when
 /// `error.type` names one (`TimeoutError`, `ReadTimeout`); else `event.outcome` (`success`,
 /// `failure`).
 fn ecs_outcome(object: &Map<String, Value>) -> Result<Option<Outcome>, String> {
-    let code = ecs_value(object, "http.response.status_code");
+    let fields = &*ECS_FIELDS;
+    let code = ecs_value(object, &fields.status);
     if let Some(outcome) = status("http.response.status_code", code)? {
         return Ok(Some(outcome));
     }
-    let error = ecs_value(object, "error.type").and_then(Value::as_str);
+    let error = ecs_value(object, &fields.error).and_then(Value::as_str);
     if error.is_some_and(|e| e.to_ascii_lowercase().contains("timeout")) {
         return Ok(Some(Outcome::Timeout));
     }
     Ok(
-        match ecs_value(object, "event.outcome").and_then(Value::as_str) {
+        match ecs_value(object, &fields.outcome).and_then(Value::as_str) {
             Some("success") => Some(Outcome::Ok),
             Some("failure") => Some(Outcome::Error),
             _ if error.is_some() => Some(Outcome::Error),

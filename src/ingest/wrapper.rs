@@ -67,10 +67,7 @@ impl Unwrapper {
                 None => (rest, false, &rest[rest.len()..]),
             };
             rest = next;
-            let (body, cr) = match line.strip_suffix(b"\r") {
-                Some(body) => (body, true),
-                None => (line, false),
-            };
+            let body = line.strip_suffix(b"\r").unwrap_or(line);
             let piece = match self.kind {
                 Kind::Cri => cri(body),
                 Kind::Docker => docker(body),
@@ -81,13 +78,8 @@ impl Unwrapper {
                     out.append(&mut self.pending[piece.stream]);
                     out.extend_from_slice(&piece.content);
                 }
-                Some(piece) => {
-                    self.pending[piece.stream].extend_from_slice(&piece.content);
-                    // The blank line that keeps the numbering (a `\r` alone is blank too).
-                    if cr {
-                        out.push(b'\r');
-                    }
-                }
+                // A piece leaves a blank line, which keeps the numbering.
+                Some(piece) => self.pending[piece.stream].extend_from_slice(&piece.content),
             }
             if ended {
                 out.push(b'\n');
@@ -107,6 +99,15 @@ impl Unwrapper {
     }
 }
 
+/// The index in [`Unwrapper::pending`] of a stream, by the name both wrappers give it.
+fn stream(name: &[u8]) -> Option<usize> {
+    match name {
+        b"stdout" => Some(0),
+        b"stderr" => Some(1),
+        _ => None,
+    }
+}
+
 /// `TIME STREAM TAG CONTENT`, as CRI runtimes write it: an RFC 3339 time, `stdout` or
 /// `stderr`, `F` (a full line, or the last piece) or `P` (a piece), then the content.
 fn cri(line: &[u8]) -> Option<Piece<'_>> {
@@ -120,11 +121,7 @@ fn cri(line: &[u8]) -> Option<Piece<'_>> {
     if !is_time {
         return None;
     }
-    let stream = match fields.next()? {
-        b"stdout" => 0,
-        b"stderr" => 1,
-        _ => return None,
-    };
+    let stream = stream(fields.next()?)?;
     // Tags are separated by `:`; the first says full or partial.
     let last = match fields.next()?.split(|&b| b == b':').next()? {
         b"F" => true,
@@ -156,11 +153,7 @@ fn docker(line: &[u8]) -> Option<Piece<'_>> {
         return None;
     }
     let entry: Entry = serde_json::from_slice(line).ok()?;
-    let stream = match entry.stream.as_str() {
-        "stdout" => 0,
-        "stderr" => 1,
-        _ => return None,
-    };
+    let stream = stream(entry.stream.as_bytes())?;
     let mut content = entry.log.into_bytes();
     let last = content.last() == Some(&b'\n');
     if last {
